@@ -1,0 +1,124 @@
+"""The exceptions asyncretry raises itself.
+
+After giving up, the engine re-raises the *real* last error of the operation (a service error, a
+connection error) with the attempt history attached (see :func:`asyncretry.history_of`). The classes
+below are only for what asyncretry decides on the client side::
+
+    AsyncRetryError
+    ├── RetryCapacityExceeded   the retry quota is empty: no further attempt was made
+    ├── CircuitOpenError        the circuit breaker is open: the call was rejected without an attempt
+    ├── RateLimitTimeout        a token bucket or rate limiter would make the call wait too long
+    ├── RetriesExhausted        attempts ran out on a *result* judged retryable (no exception to re-raise)
+    ├── AttemptTimeout          one attempt ran past its per-attempt timeout (also a TimeoutError)
+    ├── BackendUnavailable      a shared-state backend (Redis) cannot be reached and fails closed
+    └── ConfigurationError      a setting read from the environment or a config file is invalid
+                                (also a ValueError)
+
+Bad arguments to constructors raise plain :class:`ValueError` / :class:`TypeError`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AsyncRetryError",
+    "AttemptTimeout",
+    "BackendUnavailable",
+    "CircuitOpenError",
+    "ConfigurationError",
+    "RateLimitTimeout",
+    "RetriesExhausted",
+    "RetryCapacityExceeded",
+]
+
+
+class AsyncRetryError(Exception):
+    """Base class of every exception asyncretry raises itself."""
+
+
+class RetryCapacityExceeded(AsyncRetryError):
+    """The retry quota has fewer tokens than the retry would cost; the retry was not attempted.
+
+    This is standard mode's "circuit-breaker behaviour": during an outage, retries stop once the quota
+    is spent, and come back as successes refill it. It is raised *from* the last real error.
+
+    Attributes:
+        available: tokens left in the quota when the retry was refused.
+        cost: tokens the retry would have cost.
+        name: the quota's name (its scope).
+    """
+
+    def __init__(self, *, available: float, cost: float, name: str = "quota") -> None:
+        self.available = available
+        self.cost = cost
+        self.name = name
+        super().__init__(
+            f"retry capacity exceeded in {name!r}: a retry costs {cost:g} tokens but only "
+            f"{available:g} are left; retries resume as calls succeed again"
+        )
+
+
+class CircuitOpenError(AsyncRetryError):
+    """The circuit breaker is open (or half-open with all probes taken); the call was not attempted.
+
+    Attributes:
+        name: the breaker's name.
+        state: ``"open"``, ``"half_open"`` or ``"isolated"``.
+        retry_after: seconds until the breaker admits a probe again (``inf`` when manually isolated).
+    """
+
+    def __init__(self, *, name: str, state: str, retry_after: float) -> None:
+        self.name = name
+        self.state = state
+        self.retry_after = retry_after
+        when = (
+            "until it is reset by hand" if retry_after == float("inf")
+            else f"for another {retry_after:.3g} s"
+        )
+        super().__init__(f"circuit {name!r} is {state.replace('_', '-')}: calls are rejected {when}")
+
+
+class RateLimitTimeout(AsyncRetryError):
+    """Waiting for a rate-limit token would take longer than the caller allows.
+
+    Attributes:
+        name: the bucket's or limiter's name.
+        wait: the wait that was needed (seconds, an estimate when refused up front).
+        timeout: the most the caller allowed (seconds).
+    """
+
+    def __init__(self, *, name: str, wait: float, timeout: float) -> None:
+        self.name = name
+        self.wait = wait
+        self.timeout = timeout
+        super().__init__(
+            f"rate limit {name!r}: a token would take {wait:.3g} s but the call allows at most "
+            f"{timeout:.3g} s; lower the load, raise the rate, or allow a longer wait"
+        )
+
+
+class RetriesExhausted(AsyncRetryError):
+    """All attempts returned a result that was judged retryable (for example a poll that says NOT_READY).
+
+    Attributes:
+        last_result: the result of the final attempt.
+    """
+
+    def __init__(self, message: str, *, last_result: object) -> None:
+        self.last_result = last_result
+        super().__init__(message)
+
+
+class AttemptTimeout(AsyncRetryError, TimeoutError):
+    """One attempt ran longer than the per-attempt timeout (retried with the timeout cost)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(f"attempt timed out after {timeout:.3g} s")
+
+
+class BackendUnavailable(AsyncRetryError):
+    """A shared-state backend (Redis) could not be reached and the policy says to fail closed."""
+
+
+class ConfigurationError(AsyncRetryError, ValueError):
+    """A setting read from the environment or a shared config file is invalid; names its source."""

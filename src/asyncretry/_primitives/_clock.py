@@ -1,0 +1,80 @@
+"""Time and randomness, injected everywhere so that tests run in virtual time with fixed random numbers.
+
+The default :class:`AnyioClock` reads the running event loop's own time source. Under trio's
+``MockClock`` or asyncretry's virtual-time asyncio loop (:mod:`asyncretry.testing`), every primitive
+therefore runs in virtual time with no change to the code under test.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+import anyio
+
+__all__ = ["DEFAULT_CLOCK", "AnyioClock", "Clock", "RandomSource", "default_rng"]
+
+RandomSource = Callable[[], float]
+"""A callable returning a float uniformly distributed in ``[0, 1)``, like :func:`random.random`."""
+
+default_rng: RandomSource = random.random
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A source of monotonic time in seconds and a way to sleep on it."""
+
+    def now(self) -> float:
+        """Return the current time in seconds (monotonic, arbitrary origin)."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep for ``seconds``; must be cancellable like :func:`anyio.sleep`."""
+        ...
+
+
+_trio_current_time: Callable[[], float] | None = None
+
+
+def _trio_time() -> float:
+    global _trio_current_time
+    if _trio_current_time is None:
+        try:
+            import trio
+        except ImportError:  # no trio installed: not running under trio either
+            return time.monotonic()
+        _trio_current_time = trio.current_time
+    try:
+        return _trio_current_time()
+    except RuntimeError:  # no event loop at all (sync code): fall back to the system's monotonic clock
+        return time.monotonic()
+
+
+class AnyioClock:
+    """The default clock: the running event loop's time, asyncio's or trio's.
+
+    ``anyio.current_time()`` costs about 2 us a call because it looks the backend up each time; this
+    reads ``loop.time()`` directly under asyncio (about 0.1 us) and ``trio.current_time()`` under trio.
+    Outside any event loop it falls back to :func:`time.monotonic`, which is what asyncio's loop uses.
+    """
+
+    __slots__ = ()
+
+    def now(self) -> float:
+        loop = _get_running_loop()
+        if loop is not None:
+            return loop.time()
+        return _trio_time()
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+    def __repr__(self) -> str:
+        return "AnyioClock()"
+
+
+DEFAULT_CLOCK: Clock = AnyioClock()
+"""The shared default clock instance (stateless)."""

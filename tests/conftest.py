@@ -1,0 +1,22 @@
+"""Every async test runs twice: on asyncio and on trio, in virtual time unless marked ``real_time``.
+
+asyncio runs on asyncretry's own virtual-time loop, trio on ``MockClock(autojump_threshold=0)``; both
+jump straight to the next timer, so timing tests are exact and instant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio.testing
+
+from asyncretry.testing import virtual_time_loop
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    real_time = request.node.get_closest_marker("real_time") is not None
+    if request.param == "asyncio":
+        return ("asyncio", {} if real_time else {"loop_factory": virtual_time_loop})
+    return ("trio", {} if real_time else {"clock": trio.testing.MockClock(autojump_threshold=0)})
