@@ -37,6 +37,7 @@ from ._primitives._clock import DEFAULT_CLOCK as DEFAULT_CLOCK
 from ._primitives._clock import AnyioClock as AnyioClock
 from ._primitives._clock import Clock as Clock
 from ._primitives._clock import RandomSource as RandomSource
+from ._primitives._kinds import OutcomeKind as OutcomeKind
 
 # --- primitives: token bucket
 
@@ -71,6 +72,7 @@ __all__ = [
     "GaveUp",
     "LimiterRateChanged",
     "Listener",
+    "OutcomeKind",
     "QuotaExhausted",
     "QuotaRestored",
     "RandomSource",
