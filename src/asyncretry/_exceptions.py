@@ -10,6 +10,7 @@ below are only for what asyncretry decides on the client side::
     ├── RateLimitTimeout        a token bucket or rate limiter would make the call wait too long
     ├── RetriesExhausted        attempts ran out on a *result* judged retryable (no exception to re-raise)
     ├── AttemptTimeout          one attempt ran past its per-attempt timeout (also a TimeoutError)
+    ├── PollFailed              a poll returned a final status other than success
     ├── BackendUnavailable      a shared-state backend (Redis) cannot be reached and fails closed
     └── ConfigurationError      a setting read from the environment or a config file is invalid
                                 (also a ValueError)
@@ -25,6 +26,7 @@ __all__ = [
     "BackendUnavailable",
     "CircuitOpenError",
     "ConfigurationError",
+    "PollFailed",
     "RateLimitTimeout",
     "RetriesExhausted",
     "RetryCapacityExceeded",
@@ -97,14 +99,16 @@ class RateLimitTimeout(AsyncRetryError):
 
 
 class RetriesExhausted(AsyncRetryError):
-    """All attempts returned a result that was judged retryable (for example a poll that says NOT_READY).
+    """The call gave up on a *result* judged retryable (for example a poll that still says NOT_READY).
 
     Attributes:
         last_result: the result of the final attempt.
+        why: what stopped the retries (``"max_attempts"``, ``"deadline"``, ``"quota"``, ...).
     """
 
-    def __init__(self, message: str, *, last_result: object) -> None:
+    def __init__(self, message: str, *, last_result: object, why: str) -> None:
         self.last_result = last_result
+        self.why = why
         super().__init__(message)
 
 
@@ -114,6 +118,20 @@ class AttemptTimeout(AsyncRetryError, TimeoutError):
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         super().__init__(f"attempt timed out after {timeout:.3g} s")
+
+
+class PollFailed(AsyncRetryError):
+    """A poll reached a final state other than success (AWS polling guidance: stop with the error).
+
+    Attributes:
+        result: what the last poll returned.
+        status: the status the ``status`` function gave it.
+    """
+
+    def __init__(self, *, result: object, status: str) -> None:
+        self.result = result
+        self.status = status
+        super().__init__(f"polling stopped: status {status!r} is neither success nor a reason to poll again")
 
 
 class BackendUnavailable(AsyncRetryError):

@@ -12,6 +12,7 @@
           return ("asyncio", {"loop_factory": asyncretry.testing.virtual_time_loop})
 
 * :func:`fixed_random` and :class:`SequenceRandom` -- deterministic random sources for ``rng=``.
+* :func:`test_mode` -- a context manager under which retries do not wait and make fewer attempts.
 """
 
 from __future__ import annotations
@@ -24,14 +25,18 @@ from typing import Any
 
 import anyio.lowlevel
 
+from ._engine._testmode import TestMode as TestMode
+from ._engine._testmode import test_mode as test_mode
 from ._primitives._clock import RandomSource
 from ._validate import check_number
 
 __all__ = [
     "SequenceRandom",
+    "TestMode",
     "VirtualClock",
     "VirtualTimeEventLoop",
     "fixed_random",
+    "test_mode",
     "virtual_time_loop",
 ]
 

@@ -1,0 +1,87 @@
+"""The attempt history of one call, attached to the exception the caller finally sees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._primitives._kinds import OutcomeKind
+
+__all__ = ["AttemptRecord", "RetryHistory", "history_of"]
+
+_ATTRIBUTE = "__asyncretry_history__"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a call.
+
+    Attributes:
+        number: 1 for the first attempt.
+        started: when it started, on the retrier's clock (seconds).
+        duration: how long it ran (seconds).
+        kind: its classification.
+        reason: why it was classified so (``"HTTP 503"``, ``"ConnectionResetError"``).
+        delay_after: the delay before the next attempt (seconds), ``None`` for the last one.
+        error: ``repr()`` of the exception it raised, if any (kept as text so that the history never
+            keeps exceptions and their tracebacks alive).
+    """
+
+    number: int
+    started: float
+    duration: float
+    kind: OutcomeKind
+    reason: str
+    delay_after: float | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryHistory:
+    """Everything one call went through.
+
+    Attributes:
+        scope: the scope (resource) the call belonged to.
+        attempts: one record per attempt, in order.
+        elapsed: seconds from the start of the call to its end.
+        gave_up: why the call gave up (``"max_attempts"``, ``"not_retryable"``, ``"quota"``,
+            ``"deadline"``, ``"breaker"``, ``"rate_limit"``, ``"server_delay"``), or ``None`` if it succeeded.
+    """
+
+    scope: str
+    attempts: tuple[AttemptRecord, ...]
+    elapsed: float
+    gave_up: str | None
+
+    @property
+    def retries(self) -> int:
+        """Attempts after the first."""
+        return max(0, len(self.attempts) - 1)
+
+    @property
+    def total_delay(self) -> float:
+        """Seconds spent sleeping between attempts."""
+        return sum(a.delay_after or 0.0 for a in self.attempts)
+
+    def summary(self) -> str:
+        """One line for logs and exception notes."""
+        kinds = ", ".join(f"#{a.number} {a.reason}" for a in self.attempts)
+        why = f"gave up ({self.gave_up})" if self.gave_up else "succeeded"
+        return (
+            f"asyncretry: {why} after {len(self.attempts)} attempt(s) in {self.elapsed:.3f} s "
+            f"[{self.scope}]: {kinds}"
+        )
+
+
+def history_of(error: BaseException) -> RetryHistory | None:
+    """The attempt history the retry engine attached to ``error`` when it gave up, or ``None``."""
+    history = getattr(error, _ATTRIBUTE, None)
+    return history if isinstance(history, RetryHistory) else None
+
+
+def attach_history(error: BaseException, history: RetryHistory) -> None:
+    """Attach ``history`` to ``error`` (readable with :func:`history_of`) and add a note with its summary."""
+    try:
+        setattr(error, _ATTRIBUTE, history)
+    except (AttributeError, TypeError):  # exceptions with __slots__ cannot carry it; the note still does
+        pass
+    error.add_note(history.summary())

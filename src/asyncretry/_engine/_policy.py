@@ -1,0 +1,255 @@
+"""`RetryPolicy`: the frozen, validated description of how calls are retried.
+
+A policy holds no state. The state it describes (the retry quota, the adaptive limiter, the circuit
+breaker, a fixed rate limit) lives in a :class:`~asyncretry.Retrier`, one set per scope.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._events import Listener
+from .._primitives._backoff import Backoff, ExponentialBackoff
+from .._primitives._breaker import CircuitBreakerConfig
+from .._primitives._limiter import AdaptiveLimiterConfig
+from .._primitives._quota import RetryQuotaConfig
+from .._validate import check_choice, check_int, check_number, check_seconds
+from ._classify import DEFAULT_CLASSIFIER, Classifier
+
+if TYPE_CHECKING:
+    from ._history import RetryHistory
+    from ._classify import Outcome
+
+__all__ = ["MODES", "PROFILES", "GiveUpInfo", "RetryPolicy"]
+
+Mode = Literal["standard", "adaptive", "legacy"]
+Profile = Literal["2020", "2026"]
+MODES: tuple[str, ...] = ("standard", "adaptive", "legacy")
+PROFILES: tuple[str, ...] = ("2020", "2026")
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUpInfo:
+    """What the ``on_give_up`` hook receives: the final outcome and the whole history.
+
+    Attributes:
+        scope: the scope of the call.
+        outcome: the last attempt's outcome (its ``error`` or ``result`` is what failed).
+        history: every attempt, the delays and why the call gave up.
+    """
+
+    scope: str
+    outcome: Outcome
+    history: RetryHistory
+
+
+GiveUpHook = Callable[[GiveUpInfo], "Awaitable[None] | None"]
+
+
+def _seconds_or_none(name: str, value: float | timedelta | None, *, low_open: bool = True) -> float | None:
+    if value is None:
+        return None
+    return check_seconds(name, value, low=0.0, low_open=low_open)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How calls are retried: mode, attempts, backoff, quota, limiter, breaker, classification, deadlines.
+
+    Args:
+        mode: ``"standard"`` (retry quota, the default), ``"adaptive"`` (standard plus the CUBIC
+            client-side rate limiter) or ``"legacy"`` (capped exponential backoff only).
+        profile: AWS cost and backoff profile, ``"2020"`` (botocore's defaults) or ``"2026"`` (AWS's
+            updated retries: retry cost 14, transient base 0.05 s, ``x-amz-retry-after`` honoured).
+        max_attempts: total attempts including the first (>= 1; 1 disables retries). Default 3.
+        backoff: delays between attempts after transient errors; default: the profile's AWS form.
+        throttling_backoff: delays after throttling errors; default: ``backoff`` (2020) or a 1 s base (2026).
+        quota: the retry quota: ``True`` for the profile's default, ``False`` for none, or a
+            :class:`RetryQuotaConfig`. Legacy mode has none.
+        limiter: adaptive mode's limiter settings (default :class:`AdaptiveLimiterConfig`).
+        breaker: circuit breaker settings, or ``None`` (default) for no breaker.
+        rate_limit: a fixed request rate per scope (requests per second), or ``None``.
+        rate_limit_burst: the burst of that rate limit (default: ``max(1, rate_limit)``).
+        classifier: what is retried and how (see :class:`Classifier`).
+        deadline: the most one call may take in total, sleeps included (seconds), or ``None``.
+        attempt_timeout: the most one attempt may take (seconds), or ``None``; a timed-out attempt is
+            retried as a timeout.
+        max_server_delay: the cap on any server-directed delay (``Retry-After``), seconds. Default 60.
+        honour_server_delay: whether ``Retry-After``-style delays are followed at all. Default ``True``.
+        honour_amz_retry_after: whether ``x-amz-retry-after`` is honoured; default: profile ``"2026"``.
+        on_give_up: called (and awaited, if it returns an awaitable) with a :class:`GiveUpInfo` whenever a
+            call gives up: SNS's dead-letter queue, so nothing is dropped silently.
+        listeners: event listeners registered on every retrier using this policy.
+    """
+
+    mode: Mode = "standard"
+    profile: Profile = "2020"
+    max_attempts: int = 3
+    backoff: Backoff | None = None
+    throttling_backoff: Backoff | None = None
+    quota: RetryQuotaConfig | bool = True
+    limiter: AdaptiveLimiterConfig | None = None
+    breaker: CircuitBreakerConfig | None = None
+    rate_limit: float | None = None
+    rate_limit_burst: float | None = None
+    classifier: Classifier = DEFAULT_CLASSIFIER
+    deadline: float | timedelta | None = None
+    attempt_timeout: float | timedelta | None = None
+    max_server_delay: float | timedelta = 60.0
+    honour_server_delay: bool = True
+    honour_amz_retry_after: bool | None = None
+    on_give_up: GiveUpHook | None = None
+    listeners: tuple[Listener, ...] = ()
+    # Derived in __post_init__ so that the hot path reads plain attributes.
+    quota_config: RetryQuotaConfig | None = field(init=False, default=None)
+    limiter_config: AdaptiveLimiterConfig | None = field(init=False, default=None)
+    on_give_up_is_async: bool = field(init=False, default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        check_choice("mode", self.mode, MODES)
+        check_choice("profile", self.profile, PROFILES)
+        check_int("max_attempts", self.max_attempts, low=1)
+        for name in ("backoff", "throttling_backoff"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Backoff):
+                raise TypeError(f"{name} must be a Backoff strategy (with a delay() method), got {value!r}")
+        if self.backoff is None:
+            s(self, "backoff", ExponentialBackoff.aws_transient() if self.profile == "2026"
+              else ExponentialBackoff.aws_standard())
+        if self.throttling_backoff is None:
+            s(self, "throttling_backoff", ExponentialBackoff.aws_throttling() if self.profile == "2026"
+              else self.backoff)
+
+        if self.mode == "legacy":
+            if isinstance(self.quota, RetryQuotaConfig):
+                raise ValueError("quota must be True or False in legacy mode, which has no retry quota; "
+                                 "use mode='standard' for a quota")
+            if self.limiter is not None:
+                raise ValueError("limiter is only used in mode='adaptive', got mode='legacy'")
+            s(self, "quota_config", None)
+        else:
+            if isinstance(self.quota, RetryQuotaConfig):
+                s(self, "quota_config", self.quota)
+            elif self.quota is True:
+                s(self, "quota_config", RetryQuotaConfig.profile(self.profile))
+            elif self.quota is False:
+                s(self, "quota_config", None)
+            else:
+                raise TypeError(f"quota must be True, False or a RetryQuotaConfig, got {self.quota!r}")
+        if self.mode == "adaptive":
+            s(self, "limiter_config", self.limiter if self.limiter is not None else AdaptiveLimiterConfig())
+        elif self.limiter is not None:
+            raise ValueError(f"limiter is only used in mode='adaptive', got mode={self.mode!r}")
+
+        if self.breaker is not None and not isinstance(self.breaker, CircuitBreakerConfig):
+            raise TypeError(f"breaker must be a CircuitBreakerConfig or None, got {self.breaker!r}")
+        if self.rate_limit is not None:
+            s(self, "rate_limit", check_number("rate_limit", self.rate_limit, low=0.0, low_open=True))
+            burst = self.rate_limit_burst if self.rate_limit_burst is not None else max(1.0, self.rate_limit)
+            s(self, "rate_limit_burst", check_number("rate_limit_burst", burst, low=1.0))
+        elif self.rate_limit_burst is not None:
+            raise ValueError("rate_limit_burst needs rate_limit to be set")
+        if not isinstance(self.classifier, Classifier):
+            raise TypeError(f"classifier must be a Classifier, got {self.classifier!r}")
+        s(self, "deadline", _seconds_or_none("deadline", self.deadline))
+        s(self, "attempt_timeout", _seconds_or_none("attempt_timeout", self.attempt_timeout))
+        s(self, "max_server_delay", check_seconds("max_server_delay", self.max_server_delay))
+        if self.honour_amz_retry_after is None:
+            s(self, "honour_amz_retry_after", self.profile == "2026")
+        if self.on_give_up is not None and not callable(self.on_give_up):
+            raise TypeError(f"on_give_up must be callable or None, got {self.on_give_up!r}")
+        s(self, "on_give_up_is_async", inspect.iscoroutinefunction(self.on_give_up))
+        s(self, "listeners", tuple(self.listeners))
+
+    def replace(self, **changes: Any) -> RetryPolicy:
+        """A copy with some fields changed (validated again)."""
+        derived = {"quota_config", "limiter_config", "on_give_up_is_async"}
+        bad = derived & changes.keys()
+        if bad:
+            raise TypeError(f"{', '.join(sorted(bad))} cannot be set: derived from the other fields")
+        return replace(self, **changes)
+
+    # ----------------------------------------------------------------------------------- presets
+    @classmethod
+    def aws_standard(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
+        """AWS SDK standard mode: 3 attempts, the retry quota, full-jitter exponential backoff."""
+        return cls(mode="standard", profile=profile, **changes)
+
+    @classmethod
+    def aws_adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
+        """AWS SDK adaptive mode: standard mode plus the CUBIC client-side rate limiter."""
+        return cls(mode="adaptive", profile=profile, **changes)
+
+    @classmethod
+    def aws_legacy(cls, **changes: Any) -> RetryPolicy:
+        """Legacy mode: capped exponential backoff with full jitter, no quota and no limiter."""
+        changes.setdefault("max_attempts", 5)
+        return cls(mode="legacy", quota=False, **changes)
+
+    @classmethod
+    def kotlin(cls, **changes: Any) -> RetryPolicy:
+        """The AWS SDK for Kotlin's defaults: 3 attempts, delays from 10 ms x1.5 up to 20 s, full jitter."""
+        backoff = ExponentialBackoff.kotlin()
+        changes.setdefault("backoff", backoff)
+        changes.setdefault("throttling_backoff", backoff)
+        changes.setdefault("quota", RetryQuotaConfig())
+        return cls(mode="standard", **changes)
+
+    @classmethod
+    def qldb(cls, **changes: Any) -> RetryPolicy:
+        """The QLDB driver's policy: 4 retries, 10 ms to 5 s with equal jitter, its retryable exceptions."""
+        from ._classify import QLDB_RETRYABLE_CODES
+
+        backoff = ExponentialBackoff.qldb()
+        changes.setdefault("max_attempts", 5)
+        changes.setdefault("backoff", backoff)
+        changes.setdefault("throttling_backoff", backoff)
+        changes.setdefault(
+            "classifier",
+            Classifier(transient_codes=QLDB_RETRYABLE_CODES, throttling_codes=frozenset()),
+        )
+        return cls(mode="legacy", quota=False, **changes)
+
+    @classmethod
+    def sns(cls, delivery: Any, **changes: Any) -> RetryPolicy:
+        """An SNS delivery policy (:class:`DeliveryPolicy`): its four phases, retry count and throttle."""
+        from .._primitives._delivery import DeliveryPolicy
+
+        if not isinstance(delivery, DeliveryPolicy):
+            raise TypeError(f"delivery must be a DeliveryPolicy, got {delivery!r}")
+        changes.setdefault("max_attempts", delivery.num_retries + 1)
+        changes.setdefault("backoff", delivery)
+        changes.setdefault("throttling_backoff", delivery)
+        if delivery.max_receives_per_second is not None:
+            changes.setdefault("rate_limit", float(delivery.max_receives_per_second))
+        return cls(mode="legacy", quota=False, **changes)
+
+    @classmethod
+    def polling(
+        cls, *, max_interval: float | timedelta = 20.0, max_attempts: int = 10, **changes: Any
+    ) -> RetryPolicy:
+        """AWS's polling guidance: wait ``2**retries * 100 ms`` between polls, capped at ``max_interval``."""
+        backoff = ExponentialBackoff.aws_polling(max_interval=max_interval)
+        changes.setdefault("backoff", backoff)
+        changes.setdefault("throttling_backoff", backoff)
+        return cls(mode="legacy", quota=False, max_attempts=max_attempts, **changes)
+
+    @classmethod
+    def from_env(cls, **changes: Any) -> RetryPolicy:
+        """A policy whose mode and max attempts come from code, else ``AWS_RETRY_MODE`` /
+        ``AWS_MAX_ATTEMPTS``, else the shared config file, else the defaults.
+
+        See :func:`asyncretry.settings_from_env` for the sources and their errors.
+        """
+        from ._env import settings_from_env
+
+        environ = changes.pop("environ", None)
+        settings = settings_from_env(
+            mode=changes.pop("mode", None), max_attempts=changes.pop("max_attempts", None), environ=environ
+        )
+        return cls(mode=settings.mode, max_attempts=settings.max_attempts, **changes)  # type: ignore[arg-type]

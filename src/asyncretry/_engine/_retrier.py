@@ -1,0 +1,758 @@
+"""The retry engine: a `Retrier` owns the shared state of its scopes; each call gets its own `Attempts`.
+
+One invocation follows SPEC section 1.1::
+
+    adaptive: await limiter.acquire()          before every attempt, the first included
+    outcome = attempt()
+    adaptive: limiter.update(throttled)        after every attempt
+    success       -> quota.release(last cost, or the success increment); done
+    not retryable -> give up (quota untouched)
+    out of attempts -> give up (quota untouched)
+    quota short   -> give up with RetryCapacityExceeded (or wait, in waiting mode)
+    sleep(backoff), then the next attempt
+
+The decisions are plain synchronous code (:meth:`Attempts._finish`); only the waits are async, so
+the whole algorithm is in one place whatever the way in (``async for``, :meth:`Retrier.call`, the
+decorator, the httpx transports).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+
+from .._events import (
+    AttemptFinished,
+    EventBus,
+    GaveUp,
+    Listener,
+    RetryScheduled,
+    ScopeEvicted,
+    Throttled,
+)
+from .._exceptions import (
+    AttemptTimeout,
+    CircuitOpenError,
+    RateLimitTimeout,
+    RetriesExhausted,
+    RetryCapacityExceeded,
+)
+from .._primitives._breaker import BreakerStatistics, CircuitBreaker
+from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
+from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
+from .._primitives._kinds import OutcomeKind
+from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
+from .._primitives._quota import QuotaStatistics, RetryQuota
+from .._validate import check_int, check_seconds
+from ._classify import Outcome
+from ._history import AttemptRecord, RetryHistory, attach_history
+from ._policy import GiveUpInfo, RetryPolicy
+from ._testmode import current_test_mode
+
+__all__ = ["Attempt", "Attempts", "Retrier", "RetrierStatistics", "ScopeStatistics"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
+_NOT_SET: Any = object()
+DEFAULT_SCOPE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeStatistics:
+    """A snapshot of one scope's shared state (``None`` where the policy has no such part)."""
+
+    key: str
+    quota: QuotaStatistics | None
+    limiter: LimiterStatistics | None
+    breaker: BreakerStatistics | None
+    rate_limit: BucketStatistics | None
+    last_used: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetrierStatistics:
+    """Counters of a retrier since it was made, and its scopes."""
+
+    name: str
+    calls: int
+    attempts: int
+    retries: int
+    successes: int
+    failures: int
+    evicted_scopes: int
+    scopes: tuple[ScopeStatistics, ...]
+
+
+class _Scope:
+    """The shared state of one scope (one resource): quota, limiter, breaker, fixed rate limit."""
+
+    __slots__ = ("breaker", "bucket", "key", "last_used", "limiter", "quota")
+
+    def __init__(
+        self,
+        key: str,
+        quota: RetryQuota | None,
+        limiter: AdaptiveRateLimiter | None,
+        breaker: CircuitBreaker | None,
+        bucket: AsyncTokenBucket | None,
+        now: float,
+    ) -> None:
+        self.key = key
+        self.quota = quota
+        self.limiter = limiter
+        self.breaker = breaker
+        self.bucket = bucket
+        self.last_used = now
+
+    def busy(self) -> bool:
+        for part in (self.bucket, self.limiter):
+            if part is not None and part.statistics().waiting:
+                return True
+        return False
+
+
+class Retrier:
+    """Runs calls under a :class:`RetryPolicy` and owns the shared state of each scope.
+
+    A retrier is safe to share between any number of concurrent tasks: everything that belongs to one
+    call lives in that call's :class:`Attempts`. Scopes keep retries of one resource (a host, a table)
+    from draining the quota or slowing the limiter of another; idle scopes are evicted.
+
+    Args:
+        policy: the policy (default ``RetryPolicy()``: AWS standard mode).
+        name: a name for events, logs and statistics.
+        clock: time source (default: the running event loop's clock).
+        rng: random source for jitter, returning floats in ``[0, 1)``.
+        events: the bus events go to (default: a new bus that forwards to the global one).
+        quota: a :class:`RetryQuota` to share between all scopes (and other retriers) instead of one per scope.
+        limiter: an :class:`AdaptiveRateLimiter` to share likewise (adaptive mode).
+        breaker: a :class:`CircuitBreaker` to share likewise.
+        max_scopes: the most scopes kept at once (>= 1, default 10,000); the least recently used idle
+            scope is evicted first.
+        scope_idle_timeout: seconds after which an unused scope may be evicted (default 600).
+    """
+
+    __slots__ = (
+        "_attempts",
+        "_breaker",
+        "_calls",
+        "_clock",
+        "_evicted",
+        "_failures",
+        "_limiter",
+        "_max_scopes",
+        "_quota",
+        "_retries",
+        "_rng",
+        "_scope_idle_timeout",
+        "_scopes",
+        "_successes",
+        "_sweep_at",
+        "events",
+        "name",
+        "policy",
+    )
+
+    def __init__(
+        self,
+        policy: RetryPolicy | None = None,
+        *,
+        name: str = "retrier",
+        clock: Clock | None = None,
+        rng: RandomSource | None = None,
+        events: EventBus | None = None,
+        quota: RetryQuota | None = None,
+        limiter: AdaptiveRateLimiter | None = None,
+        breaker: CircuitBreaker | None = None,
+        max_scopes: int = 10_000,
+        scope_idle_timeout: float = 600.0,
+    ) -> None:
+        self.policy = policy if policy is not None else RetryPolicy()
+        if not isinstance(self.policy, RetryPolicy):
+            raise TypeError(f"policy must be a RetryPolicy, got {policy!r}")
+        self.name = name
+        self._clock = clock if clock is not None else DEFAULT_CLOCK
+        self._rng = rng if rng is not None else default_rng
+        self.events = events if events is not None else EventBus()
+        for listener in self.policy.listeners:
+            self.events.subscribe(listener)
+        self._quota = quota
+        self._limiter = limiter
+        self._breaker = breaker
+        self._max_scopes = check_int("max_scopes", max_scopes, low=1)
+        self._scope_idle_timeout = check_seconds("scope_idle_timeout", scope_idle_timeout, low_open=True)
+        self._scopes: dict[str, _Scope] = {}
+        self._sweep_at = -math.inf
+        self._calls = self._attempts = self._retries = self._successes = self._failures = 0
+        self._evicted = 0
+
+    # ------------------------------------------------------------------------------------ scopes
+    def _scope(self, key: str) -> _Scope:
+        scopes = self._scopes
+        scope = scopes.get(key)
+        now = self._clock.now()
+        if scope is None:
+            if len(scopes) >= self._max_scopes or now >= self._sweep_at:
+                self._sweep(now)
+            scope = self._new_scope(key, now)
+            scopes[key] = scope
+        else:
+            scope.last_used = now
+        return scope
+
+    def _new_scope(self, key: str, now: float) -> _Scope:
+        policy = self.policy
+        clock, events = self._clock, self.events
+        quota = self._quota
+        if quota is None and policy.quota_config is not None:
+            quota = RetryQuota(policy.quota_config, clock=clock, name=key, events=events)
+        limiter = self._limiter
+        if limiter is None and policy.limiter_config is not None:
+            limiter = AdaptiveRateLimiter(policy.limiter_config, clock=clock, name=key, events=events)
+        breaker = self._breaker
+        if breaker is None and policy.breaker is not None:
+            breaker = CircuitBreaker(policy.breaker, clock=clock, name=key, events=events)
+        bucket = None
+        if policy.rate_limit is not None:
+            burst = policy.rate_limit_burst or 1.0
+            bucket = AsyncTokenBucket(policy.rate_limit, burst, clock=clock, name=key)
+        return _Scope(key, quota, limiter, breaker, bucket, now)
+
+    def _sweep(self, now: float) -> None:
+        """Evict idle scopes (and, over ``max_scopes``, the least recently used idle ones)."""
+        self._sweep_at = now + self._scope_idle_timeout / 4
+        idle_before = now - self._scope_idle_timeout
+        scopes = self._scopes
+        doomed = [s for s in scopes.values() if s.last_used <= idle_before and not s.busy()]
+        excess = len(scopes) - len(doomed) - self._max_scopes + 1
+        if excess > 0:
+            rest = sorted((s for s in scopes.values() if s.last_used > idle_before), key=lambda s: s.last_used)
+            doomed.extend([s for s in rest if not s.busy()][:excess])
+        wants = self.events.wants(ScopeEvicted)
+        for scope in doomed:
+            del scopes[scope.key]
+            self._evicted += 1
+            if wants:
+                self.events.emit(ScopeEvicted(time=now, source=scope.key, idle_for=now - scope.last_used))
+
+    def scope_keys(self) -> list[str]:
+        """The keys of the scopes kept right now."""
+        return list(self._scopes)
+
+    # ------------------------------------------------------------------------------- ways in
+    def attempts(self, *, scope: str = DEFAULT_SCOPE, policy: RetryPolicy | None = None) -> Attempts:
+        """Iterate over the attempts of one call::
+
+            async for attempt in retrier.attempts():
+                async with attempt:
+                    result = await do_something()
+
+        Args:
+            scope: the scope (resource) whose quota, limiter and breaker the call uses.
+            policy: a policy for this call only (its backoff, attempts, classification, deadlines);
+                the scope's shared state still comes from the retrier's policy.
+        """
+        return Attempts(self, self._scope(scope), policy if policy is not None else self.policy)
+
+    async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Call ``await fn(*args, **kwargs)`` with retries in the default scope and return its result.
+
+        Raises:
+            Exception: the last real error when the call gives up, with its history attached
+                (:func:`asyncretry.history_of`).
+            RetryCapacityExceeded: the retry quota ran dry (chained to the last error).
+            CircuitOpenError: the circuit breaker is open.
+            RetriesExhausted: the attempts ran out on results judged retryable.
+        """
+        return await self._call(DEFAULT_SCOPE, fn, args, kwargs)
+
+    async def call_in(
+        self, scope: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Like :meth:`call`, in the given scope."""
+        return await self._call(scope, fn, args, kwargs)
+
+    async def _call(
+        self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> T:
+        attempts = Attempts(self, self._scope(scope), self.policy)
+        result: T = _NOT_SET
+        async for attempt in attempts:
+            async with attempt:
+                result = await fn(*args, **kwargs)
+                attempt.result = result
+        if attempts.gave_up is not None:
+            raise attempts._result_error()
+        return result
+
+    # ------------------------------------------------------------------------------ inspection
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Add an event listener to this retrier's bus; returns a function that removes it."""
+        return self.events.subscribe(listener)
+
+    def statistics(self) -> RetrierStatistics:
+        """Counters and a snapshot of every scope."""
+        scopes = tuple(
+            ScopeStatistics(
+                key=s.key,
+                quota=s.quota.statistics() if s.quota is not None else None,
+                limiter=s.limiter.statistics() if s.limiter is not None else None,
+                breaker=s.breaker.statistics() if s.breaker is not None else None,
+                rate_limit=s.bucket.statistics() if s.bucket is not None else None,
+                last_used=s.last_used,
+            )
+            for s in self._scopes.values()
+        )
+        return RetrierStatistics(
+            name=self.name,
+            calls=self._calls,
+            attempts=self._attempts,
+            retries=self._retries,
+            successes=self._successes,
+            failures=self._failures,
+            evicted_scopes=self._evicted,
+            scopes=scopes,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Retrier {self.name!r} mode={self.policy.mode} scopes={len(self._scopes)} calls={self._calls}>"
+
+
+class Attempt:
+    """One attempt of a call; use it as ``async with attempt:`` around the work.
+
+    Attributes:
+        number: 1 for the first attempt.
+        delay_before: the seconds slept before this attempt (0 for the first).
+        result: set it to the attempt's result so that the policy's ``retry_if_result`` can judge it.
+    """
+
+    __slots__ = ("_call", "_marked", "_scope", "_started", "delay_before", "number", "result")
+
+    def __init__(self, call: Attempts, number: int, delay_before: float) -> None:
+        self._call = call
+        self.number = number
+        self.delay_before = delay_before
+        self.result: Any = _NOT_SET
+        self._marked: Outcome | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._started = 0.0
+
+    def retry_result(
+        self,
+        result: Any = None,
+        *,
+        reason: str = "result",
+        kind: OutcomeKind = OutcomeKind.TRANSIENT,
+        server_delay: float | None = None,
+        server_delay_is_hint: bool = False,
+    ) -> None:
+        """Mark this attempt's result as a retryable failure (for example a poll that says NOT_READY).
+
+        If the call then gives up, the iteration simply ends (the last result is the caller's); the
+        :meth:`Retrier.call` form raises :class:`RetriesExhausted`.
+
+        Args:
+            result: the result being judged.
+            reason: why it is retryable, for the history and events.
+            kind: how to retry it (a retryable :class:`OutcomeKind`).
+            server_delay: a delay the server asked for (seconds), if any.
+            server_delay_is_hint: ``True`` for AWS's ``x-amz-retry-after`` (clamped to the backoff).
+        """
+        if not kind.retryable:
+            raise ValueError(f"kind must be a retryable OutcomeKind, got {kind!r}")
+        self._marked = Outcome(kind, reason, None, result, server_delay, server_delay_is_hint)
+
+    def fail_result(self, result: Any = None, *, reason: str = "result") -> None:
+        """Mark this attempt's result as a final, non-retryable failure (the call gives up)."""
+        self._marked = Outcome(OutcomeKind.NOT_RETRYABLE, reason, None, result)
+
+    async def __aenter__(self) -> Attempt:
+        call = self._call
+        self._started = call._clock.now()
+        timeout = call._attempt_timeout(self._started)
+        if timeout is not None:
+            self._scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
+            self._scope.__enter__()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        call = self._call
+        scope = self._scope
+        if scope is not None:
+            self._scope = None
+            if scope.__exit__(exc_type, exc, tb) and exc is not None:
+                # Our own per-attempt deadline cancelled the work: a timeout, retried as one.
+                timeout = call._last_timeout
+                error = AttemptTimeout(timeout)
+                return await call._finish(self, Outcome(OutcomeKind.TIMEOUT, "attempt timeout", error), error)
+        if exc is None:
+            outcome = self._marked
+            if outcome is None:
+                classify = call._policy.classifier
+                if classify.retry_if_result is None or self.result is _NOT_SET:
+                    outcome = _SUCCESS
+                else:
+                    outcome = classify.classify_result(self.result)
+            return await call._finish(self, outcome, None)
+        if not isinstance(exc, Exception):
+            # Cancellation, KeyboardInterrupt, ...: never retried, never delayed.
+            call._abandon()
+            return False
+        return await call._finish(self, call._policy.classifier.classify_error(exc), exc)
+
+    def __repr__(self) -> str:
+        return f"<Attempt #{self.number} delay_before={self.delay_before:.3f}>"
+
+
+class Attempts:
+    """The attempts of one call: an async iterator of :class:`Attempt` (see :meth:`Retrier.attempts`).
+
+    After the loop, :attr:`gave_up` says why the call gave up on a result (``None`` if it succeeded),
+    :attr:`outcome` is the last outcome and :meth:`history` the full record.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_current",
+        "_deadline_at",
+        "_delay",
+        "_delays",
+        "_done",
+        "_last_cost",
+        "_last_error",
+        "_last_timeout",
+        "_max_attempts",
+        "_no_wait",
+        "_policy",
+        "_previous_delay",
+        "_probe",
+        "_quota_wait",
+        "_records",
+        "_retrier",
+        "_scope",
+        "_started",
+        "gave_up",
+        "number",
+        "outcome",
+    )
+
+    def __init__(self, retrier: Retrier, scope: _Scope, policy: RetryPolicy) -> None:
+        self._retrier = retrier
+        self._scope = scope
+        self._policy = policy
+        self._clock = retrier._clock
+        self._started = now = self._clock.now()
+        deadline = policy.deadline
+        self._deadline_at = now + deadline if deadline is not None else math.inf
+        self._max_attempts = policy.max_attempts
+        self._no_wait = False
+        test = current_test_mode()
+        if test is not None:
+            self._no_wait = test.no_wait
+            if test.max_attempts is not None:
+                self._max_attempts = min(self._max_attempts, test.max_attempts)
+        self.number = 0
+        self._delay = 0.0
+        self._previous_delay: float | None = None
+        self._last_cost: int | None = None
+        self._quota_wait = 0
+        self._probe: bool | None = None
+        self._current: Attempt | None = None
+        self._done = False
+        self._records: list[tuple[int, float, float, OutcomeKind, str, str | None]] = []
+        self._delays: list[float] = []  # index i: the delay after attempt i + 1
+        self._last_error: BaseException | None = None
+        self._last_timeout = 0.0
+        self.gave_up: str | None = None
+        self.outcome: Outcome | None = None
+        retrier._calls += 1
+        quota = scope.quota
+        if quota is not None and quota.config.initial_try_cost:
+            if not quota.try_acquire(quota.config.initial_try_cost):
+                raise RetryCapacityExceeded(
+                    available=quota.available, cost=quota.config.initial_try_cost, name=quota.name
+                )
+
+    def __aiter__(self) -> Attempts:
+        return self
+
+    async def __anext__(self) -> Attempt:
+        if self._done:
+            raise StopAsyncIteration
+        if self._current is not None:
+            raise RuntimeError(
+                "each attempt must be entered with `async with attempt:` before asking for the next one"
+            )
+        scope = self._scope
+        delay = 0.0
+        if self.number:
+            delay = self._delay
+            await self._before_retry(delay)
+        if scope.bucket is not None or scope.limiter is not None:
+            await self._acquire_rate()
+        if scope.breaker is not None:
+            try:
+                self._probe = scope.breaker.acquire()
+            except CircuitOpenError as error:
+                self._give_up_before_attempt(error, "breaker")
+                raise
+        self.number += 1
+        self._retrier._attempts += 1
+        attempt = Attempt(self, self.number, delay)
+        self._current = attempt
+        return attempt
+
+    # ------------------------------------------------------------------------------ the waits
+    async def _before_retry(self, delay: float) -> None:
+        """Wait for quota (waiting mode) and sleep the backoff; give back the quota if cancelled."""
+        quota = self._scope.quota
+        cost = self._quota_wait
+        if cost:
+            assert quota is not None
+            self._quota_wait = 0
+            try:
+                await quota.acquire(cost, timeout=self._remaining(self._clock.now()))
+            except RetryCapacityExceeded as error:
+                self._last_cost = None
+                self._give_up_before_attempt(error, "quota")
+                raise error from self._last_error
+        if delay > 0.0 and not self._no_wait:
+            try:
+                await self._clock.sleep(delay)
+            except BaseException:
+                # Cancelled while sleeping: the retry it paid for will never happen.
+                if quota is not None and self._last_cost:
+                    quota.release(self._last_cost)
+                    self._last_cost = None
+                raise
+
+    async def _acquire_rate(self) -> None:
+        scope = self._scope
+        remaining = self._remaining(self._clock.now())
+        try:
+            if scope.bucket is not None:
+                await scope.bucket.acquire(1, timeout=remaining)
+            if scope.limiter is not None:
+                await scope.limiter.acquire(timeout=remaining)
+        except RateLimitTimeout as error:
+            self._give_up_before_attempt(error, "rate_limit")
+            if self._last_error is not None:
+                raise error from self._last_error
+            raise
+
+    def _remaining(self, now: float) -> float | None:
+        """Seconds left before the call's deadline or the enclosing cancel scope's, ``None`` if unbounded."""
+        remaining = self._deadline_at - now
+        outer = anyio.current_effective_deadline()
+        if outer != math.inf:
+            remaining = min(remaining, outer - anyio.current_time())
+        return None if remaining == math.inf else max(0.0, remaining)
+
+    def _attempt_timeout(self, now: float) -> float | None:
+        timeout = self._policy.attempt_timeout
+        if self._deadline_at != math.inf:
+            left = max(0.0, self._deadline_at - now)
+            timeout = left if timeout is None else min(timeout, left)
+        if timeout is not None:
+            self._last_timeout = timeout
+        return timeout
+
+    # --------------------------------------------------------------------------- the decision
+    async def _finish(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
+        """Record an attempt's outcome and decide; returns True to swallow the error and retry."""
+        retrier = self._retrier
+        scope = self._scope
+        clock = self._clock
+        now = clock.now()
+        self._current = None
+        kind = outcome.kind
+        self.outcome = outcome
+        if error is not None:
+            self._last_error = error
+        if scope.limiter is not None:
+            scope.limiter.update(kind is OutcomeKind.THROTTLING)
+        elif kind is OutcomeKind.THROTTLING and retrier.events.wants(Throttled):
+            retrier.events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
+        breaker = scope.breaker
+        if breaker is not None:
+            probe = bool(self._probe)
+            if kind.retryable:
+                breaker.record_failure(probe)
+            else:
+                breaker.record_success(probe)
+        number = attempt.number
+        self._records.append(
+            (number, attempt._started, now - attempt._started, kind, outcome.reason,
+             None if error is None else repr(error))
+        )
+        events = retrier.events
+        if events.wants(AttemptFinished):
+            events.emit(AttemptFinished(
+                time=now, source=scope.key, attempt=number, outcome=kind.value, reason=outcome.reason,
+                duration=now - attempt._started,
+            ))
+        quota = scope.quota
+
+        if kind is OutcomeKind.SUCCESS:
+            if quota is not None:
+                cost = self._last_cost
+                quota.release(cost if cost is not None else quota.config.initial_try_success_increment)
+            self._done = True
+            retrier._successes += 1
+            return False
+        if not kind.retryable:
+            return await self._give_up(outcome, error, "not_retryable", now)
+        if number >= self._max_attempts:
+            return await self._give_up(outcome, error, "max_attempts", now)
+        cost = 0
+        if quota is not None:
+            cost = quota.cost_of(kind)
+            if quota.config.circuit_breaker_mode:
+                if not quota.try_acquire(cost):
+                    self._last_cost = None
+                    return await self._give_up(outcome, error, "quota", now)
+            else:
+                self._quota_wait = cost
+        delay, server_directed = self._plan_delay(outcome, kind, number)
+        remaining = self._remaining(now) if delay > 0.0 or self._deadline_at != math.inf else None
+        if remaining is not None and delay > remaining:
+            if quota is not None and quota.config.circuit_breaker_mode:
+                quota.release(cost)  # the retry it paid for will not happen
+            self._quota_wait = 0
+            return await self._give_up(outcome, error, "server_delay" if server_directed else "deadline", now)
+        if quota is not None:
+            self._last_cost = cost
+        self._delay = delay
+        self._previous_delay = delay
+        retrier._retries += 1
+        self._delays.append(delay)
+        if events.wants(RetryScheduled):
+            events.emit(RetryScheduled(
+                time=now, source=scope.key, attempt=number, delay=delay, outcome=kind.value,
+                reason=outcome.reason, server_directed=server_directed,
+            ))
+        return True
+
+    def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int) -> tuple[float, bool]:
+        policy = self._policy
+        backoff = policy.throttling_backoff if kind is OutcomeKind.THROTTLING else policy.backoff
+        assert backoff is not None
+        delay = backoff.delay(number, self._retrier._rng(), self._previous_delay)
+        server = outcome.server_delay
+        if server is None or not policy.honour_server_delay:
+            return delay, False
+        cap = float(policy.max_server_delay)
+        if outcome.server_delay_is_hint:
+            if not policy.honour_amz_retry_after:
+                return delay, False
+            # AWS: the hint is clamped into [t, t + 5] around the computed backoff t.
+            return min(min(max(server, delay), delay + 5.0), max(cap, delay)), True
+        return min(server, cap), True
+
+    async def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float) -> bool:
+        retrier = self._retrier
+        retrier._failures += 1
+        self._done = True
+        self.gave_up = why
+        history = self.history()
+        if error is not None:
+            attach_history(error, history)
+        events = retrier.events
+        if events.wants(GaveUp):
+            events.emit(GaveUp(
+                time=now, source=self._scope.key, attempts=self.number, why=why, outcome=outcome.kind.value,
+                reason=outcome.reason, elapsed=now - self._started,
+            ))
+        hook = self._policy.on_give_up
+        if hook is not None:
+            result = hook(GiveUpInfo(self._scope.key, outcome, history))
+            if result is not None:
+                await result
+        if why == "quota" and error is not None:
+            quota = self._scope.quota
+            assert quota is not None
+            exceeded = RetryCapacityExceeded(
+                available=quota.available, cost=quota.cost_of(outcome.kind), name=quota.name
+            )
+            attach_history(exceeded, history)
+            raise exceeded from error
+        if why in ("deadline", "server_delay") and isinstance(error, AttemptTimeout):
+            raise error
+        if error is not None and outcome.kind is OutcomeKind.TIMEOUT and outcome.reason == "attempt timeout":
+            raise error
+        return False
+
+    def _give_up_before_attempt(self, error: Exception, why: str) -> None:
+        """A wait before an attempt failed (breaker open, rate limit, quota in waiting mode)."""
+        retrier = self._retrier
+        retrier._failures += 1
+        self._done = True
+        self.gave_up = why
+        now = self._clock.now()
+        history = self.history()
+        attach_history(error, history)
+        if retrier.events.wants(GaveUp):
+            last = self.outcome
+            retrier.events.emit(GaveUp(
+                time=now, source=self._scope.key, attempts=self.number, why=why,
+                outcome=last.kind.value if last else "none", reason=str(error), elapsed=now - self._started,
+            ))
+
+    def _abandon(self) -> None:
+        """The attempt was cancelled (or hit a BaseException): free what it held, record nothing."""
+        self._current = None
+        self._done = True
+        breaker = self._scope.breaker
+        if breaker is not None and self._probe is not None:
+            breaker.release(self._probe)
+
+    def _result_error(self) -> Exception:
+        outcome = self.outcome
+        why = self.gave_up or "max_attempts"
+        history = self.history()
+        if why == "quota":
+            quota = self._scope.quota
+            assert quota is not None and outcome is not None
+            error: Exception = RetryCapacityExceeded(
+                available=quota.available, cost=quota.cost_of(outcome.kind), name=quota.name
+            )
+        else:
+            reason = outcome.reason if outcome is not None else "none"
+            error = RetriesExhausted(
+                f"gave up ({why}) after {self.number} attempt(s); the last result was retryable: {reason}",
+                last_result=outcome.result if outcome is not None else None,
+                why=why,
+            )
+        attach_history(error, history)
+        return error
+
+    # -------------------------------------------------------------------------------- history
+    def history(self) -> RetryHistory:
+        """The record of this call so far."""
+        delays = self._delays
+        records = tuple(
+            AttemptRecord(
+                number=n, started=s, duration=d, kind=k, reason=r,
+                delay_after=delays[i] if i < len(delays) else None, error=e,
+            )
+            for i, (n, s, d, k, r, e) in enumerate(self._records)
+        )
+        ended = records[-1].started + records[-1].duration if records else self._clock.now()
+        return RetryHistory(
+            scope=self._scope.key, attempts=records, elapsed=ended - self._started, gave_up=self.gave_up
+        )
+
+    @property
+    def total_delay(self) -> float:
+        """Seconds of backoff scheduled so far."""
+        return sum(self._delays)
+
+    def __repr__(self) -> str:
+        return f"<Attempts scope={self._scope.key!r} number={self.number} gave_up={self.gave_up!r}>"
