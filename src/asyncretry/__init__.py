@@ -28,9 +28,14 @@ from ._exceptions import AttemptTimeout as AttemptTimeout
 from ._exceptions import BackendUnavailable as BackendUnavailable
 from ._exceptions import CircuitOpenError as CircuitOpenError
 from ._exceptions import ConfigurationError as ConfigurationError
+from ._exceptions import PollFailed as PollFailed
 from ._exceptions import RateLimitTimeout as RateLimitTimeout
 from ._exceptions import RetriesExhausted as RetriesExhausted
 from ._exceptions import RetryCapacityExceeded as RetryCapacityExceeded
+
+# --- primitives: token bucket
+from ._primitives._bucket import AsyncTokenBucket as AsyncTokenBucket
+from ._primitives._bucket import BucketStatistics as BucketStatistics
 
 # --- primitives: clock
 from ._primitives._clock import DEFAULT_CLOCK as DEFAULT_CLOCK
@@ -39,47 +44,129 @@ from ._primitives._clock import Clock as Clock
 from ._primitives._clock import RandomSource as RandomSource
 from ._primitives._kinds import OutcomeKind as OutcomeKind
 
-# --- primitives: token bucket
-
 # --- primitives: retry quota
+# isort: split
+from ._primitives._quota import QuotaStatistics as QuotaStatistics
+from ._primitives._quota import RetryQuota as RetryQuota
+from ._primitives._quota import RetryQuotaConfig as RetryQuotaConfig
 
 # --- primitives: adaptive rate limiter
+# isort: split
+from ._primitives._limiter import AdaptiveLimiterConfig as AdaptiveLimiterConfig
+from ._primitives._limiter import AdaptiveRateLimiter as AdaptiveRateLimiter
+from ._primitives._limiter import LimiterStatistics as LimiterStatistics
 
 # --- primitives: backoff and delivery policy
+# isort: split
+from ._primitives._backoff import Backoff as Backoff
+from ._primitives._backoff import DecorrelatedJitterBackoff as DecorrelatedJitterBackoff
+from ._primitives._backoff import ExponentialBackoff as ExponentialBackoff
+from ._primitives._backoff import FixedBackoff as FixedBackoff
+from ._primitives._backoff import LinearBackoff as LinearBackoff
+from ._primitives._backoff import NoBackoff as NoBackoff
+from ._primitives._delivery import DeliveryPolicy as DeliveryPolicy
 
 # --- primitives: circuit breaker
+# isort: split
+from ._primitives._breaker import BreakerState as BreakerState
+from ._primitives._breaker import BreakerStatistics as BreakerStatistics
+from ._primitives._breaker import CircuitBreaker as CircuitBreaker
+from ._primitives._breaker import CircuitBreakerConfig as CircuitBreakerConfig
 
 # --- engine
+# isort: split
+from ._engine._classify import AWS_THROTTLING_CODES as AWS_THROTTLING_CODES
+from ._engine._classify import AWS_TRANSIENT_CODES as AWS_TRANSIENT_CODES
+from ._engine._classify import QLDB_RETRYABLE_CODES as QLDB_RETRYABLE_CODES
+from ._engine._classify import Classifier as Classifier
+from ._engine._classify import Outcome as Outcome
+from ._engine._classify import error_code_of as error_code_of
+from ._engine._decorator import retry as retry
+from ._engine._env import EnvSettings as EnvSettings
+from ._engine._env import settings_from_env as settings_from_env
+from ._engine._history import AttemptRecord as AttemptRecord
+from ._engine._history import RetryHistory as RetryHistory
+from ._engine._history import history_of as history_of
+from ._engine._policy import GiveUpInfo as GiveUpInfo
+from ._engine._policy import RetryPolicy as RetryPolicy
+from ._engine._polling import PollStatus as PollStatus
+from ._engine._polling import poll as poll
+from ._engine._retrier import Attempt as Attempt
+from ._engine._retrier import Attempts as Attempts
+from ._engine._retrier import Retrier as Retrier
+from ._engine._retrier import RetrierStatistics as RetrierStatistics
+from ._engine._retrier import ScopeStatistics as ScopeStatistics
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AWS_THROTTLING_CODES",
+    "AWS_TRANSIENT_CODES",
+    "AdaptiveLimiterConfig",
+    "AdaptiveRateLimiter",
     "AnyioClock",
     "AsyncRetryError",
+    "AsyncTokenBucket",
+    "Attempt",
     "AttemptFinished",
+    "AttemptRecord",
     "AttemptTimeout",
+    "Attempts",
     "BackendRecovered",
     "BackendUnavailable",
     "BackendUnavailableEvent",
+    "Backoff",
+    "BreakerState",
     "BreakerStateChanged",
+    "BreakerStatistics",
+    "BucketStatistics",
+    "CircuitBreaker",
+    "CircuitBreakerConfig",
     "CircuitOpenError",
+    "Classifier",
     "Clock",
     "ConfigurationError",
     "DEFAULT_CLOCK",
+    "DecorrelatedJitterBackoff",
+    "DeliveryPolicy",
+    "EnvSettings",
     "Event",
     "EventBus",
+    "ExponentialBackoff",
+    "FixedBackoff",
     "GLOBAL_EVENTS",
     "GaveUp",
+    "GiveUpInfo",
     "LimiterRateChanged",
+    "LimiterStatistics",
+    "LinearBackoff",
     "Listener",
+    "NoBackoff",
+    "Outcome",
     "OutcomeKind",
+    "PollFailed",
+    "PollStatus",
+    "QLDB_RETRYABLE_CODES",
     "QuotaExhausted",
     "QuotaRestored",
+    "QuotaStatistics",
     "RandomSource",
     "RateLimitTimeout",
+    "Retrier",
+    "RetrierStatistics",
     "RetriesExhausted",
     "RetryCapacityExceeded",
+    "RetryHistory",
+    "RetryPolicy",
+    "RetryQuota",
+    "RetryQuotaConfig",
     "RetryScheduled",
     "ScopeEvicted",
+    "ScopeStatistics",
     "Throttled",
+    "error_code_of",
+    "history_of",
+    "poll",
+    "retry",
+    "settings_from_env",
 ]

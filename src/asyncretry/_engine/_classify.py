@@ -129,7 +129,7 @@ def _types(name: str, value: Iterable[type[BaseException]] | type[BaseException]
         if not (isinstance(item, type) and issubclass(item, BaseException)):
             raise TypeError(f"{name} must contain exception classes, got {item!r}")
         if not issubclass(item, Exception):
-            raise ValueError(
+            raise ValueError(  # noqa: TRY004 -- the type is right, its value (a BaseException) is not allowed
                 f"{name} may not contain {item.__name__}: only Exception subclasses can be retried "
                 "(cancellation and other BaseExceptions are never retried)"
             )

@@ -31,7 +31,8 @@ class EnvSettings:
 
 
 def _read_config(environ: Mapping[str, str]) -> tuple[dict[str, str], str]:
-    path = Path(environ.get("AWS_CONFIG_FILE") or Path("~/.aws/config").expanduser())
+    # expanduser on the variable too: botocore accepts AWS_CONFIG_FILE=~/path.
+    path = Path(environ.get("AWS_CONFIG_FILE") or "~/.aws/config").expanduser()
     profile = environ.get("AWS_PROFILE") or "default"
     where = f"{path} [{'default' if profile == 'default' else 'profile ' + profile}]"
     if not path.is_file():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from .._primitives._kinds import OutcomeKind
@@ -80,8 +81,6 @@ def history_of(error: BaseException) -> RetryHistory | None:
 
 def attach_history(error: BaseException, history: RetryHistory) -> None:
     """Attach ``history`` to ``error`` (readable with :func:`history_of`) and add a note with its summary."""
-    try:
+    with contextlib.suppress(AttributeError, TypeError):  # __slots__ exceptions cannot carry it; the note can
         setattr(error, _ATTRIBUTE, history)
-    except (AttributeError, TypeError):  # exceptions with __slots__ cannot carry it; the note still does
-        pass
     error.add_note(history.summary())

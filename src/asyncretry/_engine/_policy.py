@@ -21,8 +21,8 @@ from .._validate import check_choice, check_int, check_number, check_seconds
 from ._classify import DEFAULT_CLASSIFIER, Classifier
 
 if TYPE_CHECKING:
-    from ._history import RetryHistory
     from ._classify import Outcome
+    from ._history import RetryHistory
 
 __all__ = ["MODES", "PROFILES", "GiveUpInfo", "RetryPolicy"]
 
@@ -30,6 +30,7 @@ Mode = Literal["standard", "adaptive", "legacy"]
 Profile = Literal["2020", "2026"]
 MODES: tuple[str, ...] = ("standard", "adaptive", "legacy")
 PROFILES: tuple[str, ...] = ("2020", "2026")
+_DEFAULTED = ("backoff", "throttling_backoff", "honour_amz_retry_after")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +109,15 @@ class RetryPolicy:
     quota_config: RetryQuotaConfig | None = field(init=False, default=None)
     limiter_config: AdaptiveLimiterConfig | None = field(init=False, default=None)
     on_give_up_is_async: bool = field(init=False, default=False, repr=False)
+    # The fields left to default: replace() derives them again, so that a new profile or backoff
+    # brings its own defaults instead of keeping those derived from the old one.
+    _defaulted: frozenset[str] = field(init=False, default=frozenset(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         s = object.__setattr__
+        s(self, "_defaulted", frozenset(
+            name for name in _DEFAULTED if getattr(self, name) is None
+        ))
         check_choice("mode", self.mode, MODES)
         check_choice("profile", self.profile, PROFILES)
         check_int("max_attempts", self.max_attempts, low=1)
@@ -124,6 +131,14 @@ class RetryPolicy:
         if self.throttling_backoff is None:
             s(self, "throttling_backoff", ExponentialBackoff.aws_throttling() if self.profile == "2026"
               else self.backoff)
+
+        for name in ("backoff", "throttling_backoff"):
+            limit = getattr(self, name).max_retries
+            if limit is not None and self.max_attempts > limit + 1:
+                raise ValueError(
+                    f"max_attempts={self.max_attempts} needs {self.max_attempts - 1} retries but {name} "
+                    f"allows only {limit} (max_retries={limit}); lower max_attempts to {limit + 1} or less"
+                )
 
         if self.mode == "legacy":
             if isinstance(self.quota, RetryQuotaConfig):
@@ -168,10 +183,12 @@ class RetryPolicy:
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """A copy with some fields changed (validated again)."""
-        derived = {"quota_config", "limiter_config", "on_give_up_is_async"}
+        derived = {"quota_config", "limiter_config", "on_give_up_is_async", "_defaulted"}
         bad = derived & changes.keys()
         if bad:
             raise TypeError(f"{', '.join(sorted(bad))} cannot be set: derived from the other fields")
+        for name in self._defaulted - changes.keys():
+            changes[name] = None
         return replace(self, **changes)
 
     # ----------------------------------------------------------------------------------- presets

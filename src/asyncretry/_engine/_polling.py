@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from .._exceptions import PollFailed
 from .._primitives._kinds import OutcomeKind
@@ -55,7 +55,7 @@ async def poll(
     elif policy is not None:
         raise TypeError("pass either retrier or policy, not both")
     attempts = retrier.attempts(scope=scope)
-    result: Any = None
+    result: T | None = None
     failed: str | None = None
     async for attempt in attempts:
         async with attempt:
@@ -73,4 +73,4 @@ async def poll(
         raise PollFailed(result=result, status=failed)
     if attempts.gave_up is not None:
         raise attempts._result_error()
-    return result
+    return cast(T, result)

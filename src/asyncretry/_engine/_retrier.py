@@ -19,9 +19,12 @@ decorator, the httpx transports).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from datetime import timedelta
+from typing import Any, ParamSpec, TypeVar, overload
 
 import anyio
 
@@ -53,12 +56,21 @@ from ._history import AttemptRecord, RetryHistory, attach_history
 from ._policy import GiveUpInfo, RetryPolicy
 from ._testmode import current_test_mode
 
-__all__ = ["Attempt", "Attempts", "Retrier", "RetrierStatistics", "ScopeStatistics"]
+__all__ = ["Attempt", "Attempts", "Retrier", "RetrierStatistics", "ScopeStatistics", "SyncAttempts"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
+
+
+@overload
+def _seconds(value: float | timedelta) -> float: ...
+@overload
+def _seconds(value: float | timedelta | None) -> float | None: ...
+def _seconds(value: float | timedelta | None) -> float | None:
+    # The policy normalises durations to float seconds; this only narrows the declared type.
+    return value.total_seconds() if isinstance(value, timedelta) else value
 _NOT_SET: Any = object()
 DEFAULT_SCOPE = "default"
 
@@ -111,10 +123,8 @@ class _Scope:
         self.last_used = now
 
     def busy(self) -> bool:
-        for part in (self.bucket, self.limiter):
-            if part is not None and part.statistics().waiting:
-                return True
-        return False
+        """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""
+        return any(part is not None and part.statistics().waiting for part in (self.bucket, self.limiter))
 
 
 class Retrier:
@@ -325,7 +335,7 @@ class Retrier:
 
 
 class Attempt:
-    """One attempt of a call; use it as ``async with attempt:`` around the work.
+    """One attempt of a call; use it as ``async with attempt:`` (``with attempt:`` in sync code).
 
     Attributes:
         number: 1 for the first attempt.
@@ -335,7 +345,7 @@ class Attempt:
 
     __slots__ = ("_call", "_marked", "_scope", "_started", "delay_before", "number", "result")
 
-    def __init__(self, call: Attempts, number: int, delay_before: float) -> None:
+    def __init__(self, call: _Call, number: int, delay_before: float) -> None:
         self._call = call
         self.number = number
         self.delay_before = delay_before
@@ -373,6 +383,30 @@ class Attempt:
         """Mark this attempt's result as a final, non-retryable failure (the call gives up)."""
         self._marked = Outcome(OutcomeKind.NOT_RETRYABLE, reason, None, result)
 
+    def classify_error(self, outcome: Outcome) -> None:
+        """Decide the classification of the exception this attempt is about to raise.
+
+        Integrations that know more than the policy's classifier (the httpx transports know whether a
+        request was sent and may be replayed) call this, then re-raise; ``outcome.error`` must be the
+        exception raised.
+        """
+        if outcome.error is None:
+            raise ValueError("outcome.error must be the exception the attempt raises")
+        self._marked = outcome
+
+    def _outcome(self, exc: BaseException | None) -> Outcome:
+        marked = self._marked
+        if exc is None:
+            if marked is not None and marked.error is None:
+                return marked
+            classifier = self._call._policy.classifier
+            if classifier.retry_if_result is None or self.result is _NOT_SET:
+                return _SUCCESS
+            return classifier.classify_result(self.result)
+        if marked is not None and marked.error is exc:
+            return marked
+        return self._call._policy.classifier.classify_error(exc)  # type: ignore[arg-type]
+
     async def __aenter__(self) -> Attempt:
         call = self._call
         self._started = call._clock.now()
@@ -389,34 +423,39 @@ class Attempt:
             self._scope = None
             if scope.__exit__(exc_type, exc, tb) and exc is not None:
                 # Our own per-attempt deadline cancelled the work: a timeout, retried as one.
-                timeout = call._last_timeout
-                error = AttemptTimeout(timeout)
-                return await call._finish(self, Outcome(OutcomeKind.TIMEOUT, "attempt timeout", error), error)
-        if exc is None:
-            outcome = self._marked
-            if outcome is None:
-                classify = call._policy.classifier
-                if classify.retry_if_result is None or self.result is _NOT_SET:
-                    outcome = _SUCCESS
-                else:
-                    outcome = classify.classify_result(self.result)
-            return await call._finish(self, outcome, None)
-        if not isinstance(exc, Exception):
-            # Cancellation, KeyboardInterrupt, ...: never retried, never delayed.
+                error = AttemptTimeout(call._last_timeout)
+                outcome = Outcome(OutcomeKind.TIMEOUT, "attempt timeout", error)
+                retry = call._finish(self, outcome, error)
+                await call._after_finish_async()
+                if not retry:
+                    raise error
+                return True
+        if exc is not None and not isinstance(exc, Exception):
+            call._abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
+            return False
+        retry = call._finish(self, self._outcome(exc), exc)
+        await call._after_finish_async()
+        return retry
+
+    def __enter__(self) -> Attempt:
+        self._started = self._call._clock.now()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        call = self._call
+        if exc is not None and not isinstance(exc, Exception):
             call._abandon()
             return False
-        return await call._finish(self, call._policy.classifier.classify_error(exc), exc)
+        retry = call._finish(self, self._outcome(exc), exc)
+        call._after_finish_sync()
+        return retry
 
     def __repr__(self) -> str:
         return f"<Attempt #{self.number} delay_before={self.delay_before:.3f}>"
 
 
-class Attempts:
-    """The attempts of one call: an async iterator of :class:`Attempt` (see :meth:`Retrier.attempts`).
-
-    After the loop, :attr:`gave_up` says why the call gave up on a result (``None`` if it succeeded),
-    :attr:`outcome` is the last outcome and :meth:`history` the full record.
-    """
+class _Call:
+    """The state and the decisions of one call; the async and sync drivers only do the waiting."""
 
     __slots__ = (
         "_clock",
@@ -425,6 +464,7 @@ class Attempts:
         "_delay",
         "_delays",
         "_done",
+        "_hook",
         "_last_cost",
         "_last_error",
         "_last_timeout",
@@ -434,6 +474,7 @@ class Attempts:
         "_previous_delay",
         "_probe",
         "_quota_wait",
+        "_raise",
         "_records",
         "_retrier",
         "_scope",
@@ -449,7 +490,7 @@ class Attempts:
         self._policy = policy
         self._clock = retrier._clock
         self._started = now = self._clock.now()
-        deadline = policy.deadline
+        deadline = _seconds(policy.deadline)
         self._deadline_at = now + deadline if deadline is not None else math.inf
         self._max_attempts = policy.max_attempts
         self._no_wait = False
@@ -470,38 +511,43 @@ class Attempts:
         self._delays: list[float] = []  # index i: the delay after attempt i + 1
         self._last_error: BaseException | None = None
         self._last_timeout = 0.0
+        self._hook: GiveUpInfo | None = None
+        self._raise: tuple[BaseException, BaseException | None] | None = None
         self.gave_up: str | None = None
         self.outcome: Outcome | None = None
         retrier._calls += 1
         quota = scope.quota
-        if quota is not None and quota.config.initial_try_cost:
-            if not quota.try_acquire(quota.config.initial_try_cost):
-                raise RetryCapacityExceeded(
-                    available=quota.available, cost=quota.config.initial_try_cost, name=quota.name
-                )
+        if quota is not None:
+            first = quota.config.initial_try_cost
+            if first and not quota.try_acquire(first):
+                raise RetryCapacityExceeded(available=quota.available, cost=first, name=quota.name)
 
-    def __aiter__(self) -> Attempts:
-        return self
+    @property
+    def retrying(self) -> bool:
+        """True after an attempt failed and another will follow (the driver has not started it yet)."""
+        return not self._done and self.number > 0 and self._current is None
 
-    async def __anext__(self) -> Attempt:
+    # ----------------------------------------------------------------- steps shared by both drivers
+    def _check_next(self) -> bool:
+        """False when the call is over; raises when the previous attempt was never entered."""
         if self._done:
-            raise StopAsyncIteration
+            return False
         if self._current is not None:
             raise RuntimeError(
-                "each attempt must be entered with `async with attempt:` before asking for the next one"
+                "each attempt must be entered with `async with attempt:` (or `with attempt:`) "
+                "before asking for the next one"
             )
+        return True
+
+    def _start_attempt(self, delay: float) -> Attempt:
         scope = self._scope
-        delay = 0.0
-        if self.number:
-            delay = self._delay
-            await self._before_retry(delay)
-        if scope.bucket is not None or scope.limiter is not None:
-            await self._acquire_rate()
         if scope.breaker is not None:
             try:
                 self._probe = scope.breaker.acquire()
             except CircuitOpenError as error:
                 self._give_up_before_attempt(error, "breaker")
+                if self._last_error is not None:
+                    raise error from self._last_error
                 raise
         self.number += 1
         self._retrier._attempts += 1
@@ -509,54 +555,36 @@ class Attempts:
         self._current = attempt
         return attempt
 
-    # ------------------------------------------------------------------------------ the waits
-    async def _before_retry(self, delay: float) -> None:
-        """Wait for quota (waiting mode) and sleep the backoff; give back the quota if cancelled."""
+    def _refund_retry(self) -> None:
+        """The retry that was paid for will not happen (cancelled, or refused before it started)."""
         quota = self._scope.quota
-        cost = self._quota_wait
-        if cost:
-            assert quota is not None
-            self._quota_wait = 0
-            try:
-                await quota.acquire(cost, timeout=self._remaining(self._clock.now()))
-            except RetryCapacityExceeded as error:
-                self._last_cost = None
-                self._give_up_before_attempt(error, "quota")
-                raise error from self._last_error
-        if delay > 0.0 and not self._no_wait:
-            try:
-                await self._clock.sleep(delay)
-            except BaseException:
-                # Cancelled while sleeping: the retry it paid for will never happen.
-                if quota is not None and self._last_cost:
-                    quota.release(self._last_cost)
-                    self._last_cost = None
-                raise
+        if quota is not None and self._last_cost:
+            quota.release(self._last_cost)
+            self._last_cost = None
 
-    async def _acquire_rate(self) -> None:
-        scope = self._scope
-        remaining = self._remaining(self._clock.now())
-        try:
-            if scope.bucket is not None:
-                await scope.bucket.acquire(1, timeout=remaining)
-            if scope.limiter is not None:
-                await scope.limiter.acquire(timeout=remaining)
-        except RateLimitTimeout as error:
-            self._give_up_before_attempt(error, "rate_limit")
-            if self._last_error is not None:
-                raise error from self._last_error
-            raise
+    def _failed_wait(self, error: Exception, why: str) -> Exception:
+        """A wait before an attempt failed (quota, rate limit): record it, return what to raise."""
+        if why == "quota":
+            self._last_cost = None
+        self._give_up_before_attempt(error, why)
+        if self._last_error is not None:
+            error.__cause__ = self._last_error
+        return error
 
     def _remaining(self, now: float) -> float | None:
         """Seconds left before the call's deadline or the enclosing cancel scope's, ``None`` if unbounded."""
         remaining = self._deadline_at - now
-        outer = anyio.current_effective_deadline()
-        if outer != math.inf:
-            remaining = min(remaining, outer - anyio.current_time())
+        try:
+            outer = anyio.current_effective_deadline()
+        except RuntimeError:  # no event loop: sync code has no cancel scopes
+            outer = math.inf
+        else:
+            if outer != math.inf:
+                remaining = min(remaining, outer - anyio.current_time())
         return None if remaining == math.inf else max(0.0, remaining)
 
     def _attempt_timeout(self, now: float) -> float | None:
-        timeout = self._policy.attempt_timeout
+        timeout = _seconds(self._policy.attempt_timeout)
         if self._deadline_at != math.inf:
             left = max(0.0, self._deadline_at - now)
             timeout = left if timeout is None else min(timeout, left)
@@ -565,38 +593,37 @@ class Attempts:
         return timeout
 
     # --------------------------------------------------------------------------- the decision
-    async def _finish(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
-        """Record an attempt's outcome and decide; returns True to swallow the error and retry."""
+    def _finish(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
+        """Record an attempt's outcome and decide (SPEC 1.1); True means: swallow the error, retry."""
         retrier = self._retrier
         scope = self._scope
-        clock = self._clock
-        now = clock.now()
+        now = self._clock.now()
         self._current = None
         kind = outcome.kind
         self.outcome = outcome
         if error is not None:
             self._last_error = error
         if scope.limiter is not None:
-            scope.limiter.update(kind is OutcomeKind.THROTTLING)
+            scope.limiter.update(kind is OutcomeKind.THROTTLING, reason=outcome.reason)
         elif kind is OutcomeKind.THROTTLING and retrier.events.wants(Throttled):
             retrier.events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
         breaker = scope.breaker
         if breaker is not None:
-            probe = bool(self._probe)
             if kind.retryable:
-                breaker.record_failure(probe)
+                breaker.record_failure(bool(self._probe))
             else:
-                breaker.record_success(probe)
+                breaker.record_success(bool(self._probe))
+            self._probe = None
         number = attempt.number
+        started = attempt._started
         self._records.append(
-            (number, attempt._started, now - attempt._started, kind, outcome.reason,
-             None if error is None else repr(error))
+            (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
         )
         events = retrier.events
         if events.wants(AttemptFinished):
             events.emit(AttemptFinished(
                 time=now, source=scope.key, attempt=number, outcome=kind.value, reason=outcome.reason,
-                duration=now - attempt._started,
+                duration=now - started,
             ))
         quota = scope.quota
 
@@ -608,31 +635,32 @@ class Attempts:
             retrier._successes += 1
             return False
         if not kind.retryable:
-            return await self._give_up(outcome, error, "not_retryable", now)
+            return self._give_up(outcome, error, "not_retryable", now)
         if number >= self._max_attempts:
-            return await self._give_up(outcome, error, "max_attempts", now)
+            return self._give_up(outcome, error, "max_attempts", now)
         cost = 0
         if quota is not None:
             cost = quota.cost_of(kind)
             if quota.config.circuit_breaker_mode:
                 if not quota.try_acquire(cost):
                     self._last_cost = None
-                    return await self._give_up(outcome, error, "quota", now)
+                    return self._give_up(outcome, error, "quota", now)
             else:
                 self._quota_wait = cost
         delay, server_directed = self._plan_delay(outcome, kind, number)
         remaining = self._remaining(now) if delay > 0.0 or self._deadline_at != math.inf else None
-        if remaining is not None and delay > remaining:
+        # A sleep that ends at the deadline leaves no time for the attempt it was for: give up now.
+        if remaining is not None and delay >= remaining:
             if quota is not None and quota.config.circuit_breaker_mode:
                 quota.release(cost)  # the retry it paid for will not happen
             self._quota_wait = 0
-            return await self._give_up(outcome, error, "server_delay" if server_directed else "deadline", now)
+            return self._give_up(outcome, error, "server_delay" if server_directed else "deadline", now)
         if quota is not None:
             self._last_cost = cost
         self._delay = delay
         self._previous_delay = delay
-        retrier._retries += 1
         self._delays.append(delay)
+        retrier._retries += 1
         if events.wants(RetryScheduled):
             events.emit(RetryScheduled(
                 time=now, source=scope.key, attempt=number, delay=delay, outcome=kind.value,
@@ -648,15 +676,15 @@ class Attempts:
         server = outcome.server_delay
         if server is None or not policy.honour_server_delay:
             return delay, False
-        cap = float(policy.max_server_delay)
+        cap = _seconds(policy.max_server_delay)
         if outcome.server_delay_is_hint:
             if not policy.honour_amz_retry_after:
                 return delay, False
-            # AWS: the hint is clamped into [t, t + 5] around the computed backoff t.
-            return min(min(max(server, delay), delay + 5.0), max(cap, delay)), True
+            # AWS: the hint is clamped into [t, t + 5] around the computed backoff t (and capped).
+            return min(max(server, delay), delay + 5.0, max(cap, delay)), True
         return min(server, cap), True
 
-    async def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float) -> bool:
+    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float) -> bool:
         retrier = self._retrier
         retrier._failures += 1
         self._done = True
@@ -670,11 +698,8 @@ class Attempts:
                 time=now, source=self._scope.key, attempts=self.number, why=why, outcome=outcome.kind.value,
                 reason=outcome.reason, elapsed=now - self._started,
             ))
-        hook = self._policy.on_give_up
-        if hook is not None:
-            result = hook(GiveUpInfo(self._scope.key, outcome, history))
-            if result is not None:
-                await result
+        if self._policy.on_give_up is not None:
+            self._hook = GiveUpInfo(self._scope.key, outcome, history)
         if why == "quota" and error is not None:
             quota = self._scope.quota
             assert quota is not None
@@ -682,15 +707,35 @@ class Attempts:
                 available=quota.available, cost=quota.cost_of(outcome.kind), name=quota.name
             )
             attach_history(exceeded, history)
-            raise exceeded from error
-        if why in ("deadline", "server_delay") and isinstance(error, AttemptTimeout):
-            raise error
-        if error is not None and outcome.kind is OutcomeKind.TIMEOUT and outcome.reason == "attempt timeout":
-            raise error
+            self._raise = (exceeded, error)
         return False
 
+    def _after_finish_sync(self) -> None:
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            assert self._policy.on_give_up is not None
+            result = self._policy.on_give_up(hook)
+            if result is not None:
+                raise TypeError("on_give_up returned an awaitable in synchronous code; use a plain function")
+        self._raise_pending()
+
+    async def _after_finish_async(self) -> None:
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            assert self._policy.on_give_up is not None
+            result = self._policy.on_give_up(hook)
+            if result is not None:
+                await result
+        self._raise_pending()
+
+    def _raise_pending(self) -> None:
+        pending, self._raise = self._raise, None
+        if pending is not None:
+            error, cause = pending
+            raise error from cause
+
     def _give_up_before_attempt(self, error: Exception, why: str) -> None:
-        """A wait before an attempt failed (breaker open, rate limit, quota in waiting mode)."""
+        self._refund_retry()  # the retry paid for (if any) will not happen
         retrier = self._retrier
         retrier._failures += 1
         self._done = True
@@ -698,6 +743,12 @@ class Attempts:
         now = self._clock.now()
         history = self.history()
         attach_history(error, history)
+        if self._policy.on_give_up is not None:
+            # The drivers run the hook (_after_finish_*) before raising: nothing is dropped silently.
+            final = self.outcome
+            if final is None:  # no attempt was made: the refusal itself is what failed
+                final = Outcome(OutcomeKind.NOT_RETRYABLE, why, error)
+            self._hook = GiveUpInfo(self._scope.key, final, history)
         if retrier.events.wants(GaveUp):
             last = self.outcome
             retrier.events.emit(GaveUp(
@@ -712,14 +763,15 @@ class Attempts:
         breaker = self._scope.breaker
         if breaker is not None and self._probe is not None:
             breaker.release(self._probe)
+            self._probe = None
 
     def _result_error(self) -> Exception:
         outcome = self.outcome
         why = self.gave_up or "max_attempts"
-        history = self.history()
         if why == "quota":
             quota = self._scope.quota
-            assert quota is not None and outcome is not None
+            assert quota is not None
+            assert outcome is not None
             error: Exception = RetryCapacityExceeded(
                 available=quota.available, cost=quota.cost_of(outcome.kind), name=quota.name
             )
@@ -730,7 +782,7 @@ class Attempts:
                 last_result=outcome.result if outcome is not None else None,
                 why=why,
             )
-        attach_history(error, history)
+        attach_history(error, self.history())
         return error
 
     # -------------------------------------------------------------------------------- history
@@ -755,4 +807,152 @@ class Attempts:
         return sum(self._delays)
 
     def __repr__(self) -> str:
-        return f"<Attempts scope={self._scope.key!r} number={self.number} gave_up={self.gave_up!r}>"
+        return f"<{type(self).__name__} scope={self._scope.key!r} number={self.number} gave_up={self.gave_up!r}>"
+
+
+class Attempts(_Call):
+    """The attempts of one call: an async iterator of :class:`Attempt` (see :meth:`Retrier.attempts`).
+
+    After the loop, :attr:`gave_up` says why the call gave up on a result (``None`` if it succeeded),
+    :attr:`outcome` is the last outcome and :meth:`history` the full record.
+    """
+
+    __slots__ = ()
+
+    def __aiter__(self) -> Attempts:
+        return self
+
+    async def __anext__(self) -> Attempt:
+        if not self._check_next():
+            raise StopAsyncIteration
+        try:
+            return await self._next_attempt()
+        except Exception:
+            await self._after_finish_async()  # gave up before the attempt: run on_give_up, then raise
+            raise
+
+    async def _next_attempt(self) -> Attempt:
+        delay = 0.0
+        scope = self._scope
+        if self.number:
+            delay = self._delay
+            if self._quota_wait:
+                await self._wait_quota()
+            if delay > 0.0 and not self._no_wait:
+                try:
+                    await self._clock.sleep(delay)
+                except BaseException:
+                    self._refund_retry()
+                    raise
+        if scope.bucket is not None or scope.limiter is not None:
+            await self._wait_rate()
+        return self._start_attempt(delay)
+
+    async def _wait_quota(self) -> None:
+        quota = self._scope.quota
+        assert quota is not None
+        cost, self._quota_wait = self._quota_wait, 0
+        try:
+            await quota.acquire(cost, timeout=self._remaining(self._clock.now()))
+        except RetryCapacityExceeded as error:
+            raise self._failed_wait(error, "quota") from self._last_error
+        self._last_cost = cost
+
+    async def _wait_rate(self) -> None:
+        scope = self._scope
+        remaining = self._remaining(self._clock.now())
+        try:
+            if scope.bucket is not None:
+                await scope.bucket.acquire(1, timeout=remaining)
+            if scope.limiter is not None:
+                await scope.limiter.acquire(timeout=remaining)
+        except RateLimitTimeout as error:
+            raise self._failed_wait(error, "rate_limit") from self._last_error
+        except BaseException:
+            self._refund_retry()
+            raise
+
+
+class SyncAttempts(_Call):
+    """The attempts of one call in synchronous code (``for attempt in ...: with attempt: ...``).
+
+    The same decisions as :class:`Attempts`; waits block the thread with :func:`time.sleep`.
+    Used by :class:`asyncretry.httpx.RetryTransport`.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(
+        self, retrier: Retrier, scope: _Scope, policy: RetryPolicy, *, lock: AbstractContextManager[Any] | None = None
+    ) -> None:
+        super().__init__(retrier, scope, policy)
+        # Threads share the scope's quota, limiter and breaker: every decision on them takes the lock.
+        self._lock = lock if lock is not None else nullcontext()
+
+    def __iter__(self) -> SyncAttempts:
+        return self
+
+    def _start_attempt(self, delay: float) -> Attempt:
+        with self._lock:
+            return super()._start_attempt(delay)
+
+    def _finish(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
+        with self._lock:
+            return super()._finish(attempt, outcome, error)
+
+    def __next__(self) -> Attempt:
+        if not self._check_next():
+            raise StopIteration
+        try:
+            return self._next_attempt()
+        except Exception:
+            self._after_finish_sync()  # gave up before the attempt: run on_give_up, then raise
+            raise
+
+    def _next_attempt(self) -> Attempt:
+        delay = 0.0
+        scope = self._scope
+        if self.number:
+            delay = self._delay
+            if self._quota_wait:
+                quota = scope.quota
+                assert quota is not None
+                cost, self._quota_wait = self._quota_wait, 0
+                if not self._block_until(quota.try_acquire, quota.time_until_available, cost):
+                    error = RetryCapacityExceeded(available=quota.available, cost=cost, name=quota.name)
+                    raise self._failed_wait(error, "quota")
+                self._last_cost = cost
+            if delay > 0.0 and not self._no_wait:
+                time.sleep(delay)
+        if scope.bucket is not None:
+            bucket = scope.bucket
+            if not self._block_until(bucket.try_acquire, bucket.time_until_available, 1):
+                wait = bucket.time_until_available(1)
+                error2 = RateLimitTimeout(name=bucket.name, wait=wait, timeout=self._remaining_or_zero())
+                raise self._failed_wait(error2, "rate_limit")
+        if scope.limiter is not None:
+            limiter = scope.limiter
+            if not self._block_until(lambda _n: limiter.try_acquire(), lambda _n: limiter.time_until_available(), 1):
+                error3 = RateLimitTimeout(
+                    name=limiter.name, wait=limiter.time_until_available(), timeout=self._remaining_or_zero()
+                )
+                raise self._failed_wait(error3, "rate_limit")
+        return self._start_attempt(delay)
+
+    def _remaining_or_zero(self) -> float:
+        return self._remaining(self._clock.now()) or 0.0
+
+    def _block_until(
+        self, take: Callable[[float], bool], wait_for: Callable[[float], float], n: float
+    ) -> bool:
+        """Poll ``take(n)`` and sleep the predicted wait until it succeeds or the deadline passes."""
+        while True:
+            with self._lock:
+                if take(n):
+                    return True
+            wait = wait_for(n)
+            remaining = self._remaining(self._clock.now())
+            if remaining is not None and wait > remaining:
+                return False
+            # Others may release tokens sooner than predicted (quota refunds): re-check at least every 50 ms.
+            time.sleep(min(wait, 0.05) if wait > 0 else 0.001)

@@ -28,7 +28,7 @@ current_test_mode = _TEST_MODE.get
 
 
 @contextmanager
-def test_mode(*, max_attempts: int | None = None, no_wait: bool = True) -> Iterator[TestMode]:
+def test_mode(*, max_attempts: int | None = None, no_wait: bool = True) -> Iterator[TestMode]:  # noqa: PT028
     """Within this block, retries do not wait and (optionally) make at most ``max_attempts`` attempts.
 
     It applies to the current task and the tasks it starts (a context variable), so parallel tests

@@ -1,0 +1,313 @@
+"""The math of adaptive mode: CUBIC rate control and send-rate measurement (SPEC section 5).
+
+Everything here is pure and synchronous: functions of their inputs, and small state objects that are
+told the time instead of reading a clock. :class:`~asyncretry.AdaptiveRateLimiter` owns the clock and
+the token bucket and asks a *rate controller* (one per profile) what the fill rate should be.
+
+Only the ``"aws"`` profile exists today: it reproduces the rate limiter that botocore, smithy-kotlin,
+smithy-rs, aws-sdk-go-v2 and aws-sdk-java-v2 share, down to their common test tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+from .._validate import check_choice, check_number, check_seconds
+
+__all__ = [
+    "PROFILES",
+    "AdaptiveLimiterConfig",
+    "AwsRateController",
+    "CubicCalculator",
+    "RateController",
+    "SendRateMeter",
+    "cubic_success_rate",
+    "cubic_throttle_rate",
+    "cubic_window",
+    "new_rate_controller",
+]
+
+PROFILES = ("aws",)
+"""The accepted values of :attr:`AdaptiveLimiterConfig.profile`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdaptiveLimiterConfig:
+    """Settings of an :class:`~asyncretry.AdaptiveRateLimiter`; the defaults are the AWS SDKs' constants.
+
+    Args:
+        profile: the rate-control strategy. ``"aws"`` (the default and, for now, the only choice) is
+            the AWS SDKs' CUBIC limiter exactly.
+        beta: the factor the rate is multiplied by on a throttle, in ``(0, 1)``; default 0.7.
+        scale_constant: CUBIC's ``C``, how fast the rate grows back after a throttle (> 0); default 0.4.
+        smoothing: the weight of the newest sample in the measured send rate, in ``(0, 1]``; default 0.8.
+        measurement_bucket: the width of one send-rate measurement bucket, seconds (> 0); default 0.5.
+        min_fill_rate: the lowest fill rate, tokens per second (> 0); default 0.5.
+        min_capacity: the lowest bucket capacity, tokens (>= 1, since every attempt takes one token);
+            default 1.0.
+        max_rate_growth: the new rate is capped at this many times the measured send rate (> 0);
+            default 2.0.
+        max_wait: how long :meth:`~asyncretry.AdaptiveRateLimiter.acquire` may wait for a token by
+            default, seconds: 0 fails fast, ``None`` (the default) waits as long as needed.
+
+    Raises:
+        ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
+    """
+
+    profile: str = "aws"
+    beta: float = 0.7
+    scale_constant: float = 0.4
+    smoothing: float = 0.8
+    measurement_bucket: float | timedelta = 0.5
+    min_fill_rate: float = 0.5
+    min_capacity: float = 1.0
+    max_rate_growth: float = 2.0
+    max_wait: float | timedelta | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("profile", self.profile, PROFILES)
+        put = object.__setattr__
+        for field in ("scale_constant", "min_fill_rate", "max_rate_growth"):
+            put(self, field, check_number(field, getattr(self, field), low=0.0, low_open=True))
+        put(self, "beta", check_number("beta", self.beta, low=0.0, high=1.0, low_open=True, high_open=True))
+        put(self, "smoothing", check_number("smoothing", self.smoothing, low=0.0, high=1.0, low_open=True))
+        width = check_seconds("measurement_bucket", self.measurement_bucket, low_open=True)
+        put(self, "measurement_bucket", width)
+        put(self, "min_capacity", check_number("min_capacity", self.min_capacity, low=1.0))
+        if self.max_wait is not None:
+            put(self, "max_wait", check_seconds("max_wait", self.max_wait, allow_inf=True))
+
+
+# --- pure CUBIC functions
+
+
+def cubic_window(w_max: float, *, beta: float, scale_constant: float) -> float:
+    """CUBIC's ``K``: seconds after a throttle until the rate is back at ``w_max``.
+
+    Returns:
+        ``cbrt(w_max * (1 - beta) / scale_constant)``.
+    """
+    return math.cbrt(w_max * (1.0 - beta) / scale_constant)
+
+
+def cubic_success_rate(elapsed: float, *, w_max: float, window: float, scale_constant: float) -> float:
+    """The rate CUBIC allows ``elapsed`` seconds after the last throttle.
+
+    Returns:
+        ``scale_constant * (elapsed - window)**3 + w_max`` (requests per second): ``beta * w_max`` right
+        after the throttle, ``w_max`` after ``window`` seconds, growing ever faster beyond.
+    """
+    return scale_constant * (elapsed - window) ** 3 + w_max
+
+
+def cubic_throttle_rate(rate: float, *, beta: float) -> float:
+    """The rate right after a throttle that hit while sending at ``rate``: ``rate * beta``."""
+    return rate * beta
+
+
+# --- small state objects
+
+
+class CubicCalculator:
+    """CUBIC's memory: the rate at the last throttle (``W_max``), its time, and ``K``.
+
+    Args:
+        last_max_rate: ``W_max``, requests per second.
+        last_throttle_time: when the last throttle happened, seconds on the caller's clock.
+        beta, scale_constant: as in :class:`AdaptiveLimiterConfig`.
+    """
+
+    __slots__ = ("_beta", "_scale", "last_max_rate", "last_throttle_time", "window")
+
+    def __init__(
+        self,
+        *,
+        last_max_rate: float,
+        last_throttle_time: float,
+        beta: float = 0.7,
+        scale_constant: float = 0.4,
+    ) -> None:
+        self._beta = beta
+        self._scale = scale_constant
+        self.last_max_rate = last_max_rate
+        self.last_throttle_time = last_throttle_time
+        # K only changes with W_max, so it is computed on a throttle rather than on every success.
+        self.window = cubic_window(last_max_rate, beta=beta, scale_constant=scale_constant)
+
+    def success(self, now: float) -> float:
+        """The rate CUBIC allows at ``now`` (requests per second); changes no state."""
+        return cubic_success_rate(
+            now - self.last_throttle_time,
+            w_max=self.last_max_rate,
+            window=self.window,
+            scale_constant=self._scale,
+        )
+
+    def throttle(self, rate: float, now: float) -> float:
+        """Record a throttle at ``now`` while sending at ``rate``; returns the reduced rate."""
+        self.last_max_rate = rate
+        self.window = cubic_window(rate, beta=self._beta, scale_constant=self._scale)
+        self.last_throttle_time = now
+        return cubic_throttle_rate(rate, beta=self._beta)
+
+    def __repr__(self) -> str:
+        return (
+            f"CubicCalculator(last_max_rate={self.last_max_rate!r}, "
+            f"last_throttle_time={self.last_throttle_time!r}, window={self.window!r})"
+        )
+
+
+class SendRateMeter:
+    """Measures the send rate: requests counted in time buckets, smoothed exponentially.
+
+    A bucket's rate is only known once a request lands in a later bucket, so the measured rate lags
+    by up to one bucket: that is the SDKs' trade-off, kept for conformance.
+
+    Args:
+        start: the time the meter starts, seconds; the first bucket boundary is ``floor(start)``.
+        bucket_width: seconds per bucket; default 0.5.
+        smoothing: the weight of the newest bucket's rate; default 0.8.
+    """
+
+    __slots__ = ("_count", "_last_bucket", "_scale", "_smoothing", "_width", "rate")
+
+    def __init__(self, start: float, *, bucket_width: float = 0.5, smoothing: float = 0.8) -> None:
+        # floor(t * (1/width)) / (1/width) rather than floor(t / width) * width: for decimal widths such
+        # as 0.1 it lands exactly on the boundary (0.3 -> 0.3, not 0.2), and for 0.5 it is SPEC's floor(2t)/2.
+        self._scale = 1.0 / bucket_width
+        self._width = bucket_width
+        self._smoothing = smoothing
+        self._last_bucket = float(math.floor(start))
+        self._count = 0
+        self.rate = 0.0
+
+    def record(self, now: float) -> float:
+        """Count one request sent at ``now``; returns the measured rate (requests per second)."""
+        bucket = math.floor(now * self._scale) / self._scale
+        self._count += 1
+        if bucket > self._last_bucket:
+            current = self._count / (bucket - self._last_bucket)
+            self.rate = self._smoothing * current + (1.0 - self._smoothing) * self.rate
+            self._count = 0
+            self._last_bucket = bucket
+        elif bucket < self._last_bucket - self._width:
+            # Time went backwards, which a monotonic clock never does: the limiter was built on one clock
+            # and is used on another (built outside the event loop, used inside a virtual-time loop).
+            # Re-anchor instead of freezing the measurement until the new clock catches up. (The first
+            # bucket can lie below floor(start), but never by a whole width.)
+            self._last_bucket = bucket
+            self._count = 1
+        return self.rate
+
+    def __repr__(self) -> str:
+        return f"SendRateMeter(rate={self.rate!r}, last_bucket={self._last_bucket!r}, count={self._count})"
+
+
+# --- rate controllers: one per profile
+
+
+class RateController(Protocol):
+    """What :class:`~asyncretry.AdaptiveRateLimiter` needs from a profile: a synchronous state machine.
+
+    ``update()`` is told the time and whether the response was a throttle, and leaves the new
+    ``fill_rate`` / ``max_capacity`` for the limiter to apply to its token bucket.
+    """
+
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def fill_rate(self) -> float: ...
+    @property
+    def max_capacity(self) -> float: ...
+    @property
+    def measured_rate(self) -> float: ...
+    @property
+    def last_max_rate(self) -> float: ...
+    @property
+    def last_throttle_time(self) -> float: ...
+
+    def update(self, now: float, throttled: bool) -> None: ...
+
+
+class AwsRateController:
+    """The ``"aws"`` profile: SPEC section 5's ``update()`` steps 1-3, exactly as the AWS SDKs do it.
+
+    Args:
+        config: the constants.
+        start: the limiter's start time ``t0``, seconds (``last_throttle_time = t0``, ``W_max = 0``).
+
+    Until the first update, ``fill_rate`` is ``min_fill_rate`` and ``max_capacity`` ``min_capacity``
+    (the SDKs differ here, and it does not matter: the limiter is not enabled before a throttle).
+    """
+
+    __slots__ = (
+        "_cubic", "_growth", "_meter", "_min_capacity", "_min_fill", "enabled", "fill_rate", "max_capacity"
+    )
+
+    def __init__(self, config: AdaptiveLimiterConfig, start: float) -> None:
+        self._meter = SendRateMeter(
+            start, bucket_width=_seconds(config.measurement_bucket), smoothing=config.smoothing
+        )
+        self._cubic = CubicCalculator(
+            last_max_rate=0.0,
+            last_throttle_time=start,
+            beta=config.beta,
+            scale_constant=config.scale_constant,
+        )
+        self._growth = config.max_rate_growth
+        self._min_fill = config.min_fill_rate
+        self._min_capacity = config.min_capacity
+        self.enabled = False
+        self.fill_rate = config.min_fill_rate
+        self.max_capacity = config.min_capacity
+
+    @property
+    def measured_rate(self) -> float:
+        return self._meter.rate
+
+    @property
+    def last_max_rate(self) -> float:
+        return self._cubic.last_max_rate
+
+    @property
+    def last_throttle_time(self) -> float:
+        return self._cubic.last_throttle_time
+
+    def update(self, now: float, throttled: bool) -> None:
+        """Feed one response received at ``now``; recomputes ``fill_rate`` and ``max_capacity``."""
+        measured = self._meter.record(now)
+        if throttled:
+            # Once enabled, the bucket's rate is what we were really allowed to send at.
+            rate_to_use = min(measured, self.fill_rate) if self.enabled else measured
+            calculated = self._cubic.throttle(rate_to_use, now)
+            self.enabled = True
+        else:
+            calculated = self._cubic.success(now)
+        new_rate = min(calculated, self._growth * measured)
+        self.fill_rate = max(new_rate, self._min_fill)
+        self.max_capacity = max(new_rate, self._min_capacity)
+
+    def __repr__(self) -> str:
+        return (
+            f"AwsRateController(enabled={self.enabled}, fill_rate={self.fill_rate!r}, "
+            f"measured_rate={self.measured_rate!r}, last_max_rate={self.last_max_rate!r})"
+        )
+
+
+_CONTROLLERS: dict[str, Callable[[AdaptiveLimiterConfig, float], RateController]] = {
+    "aws": AwsRateController,
+}
+
+
+def new_rate_controller(config: AdaptiveLimiterConfig, start: float) -> RateController:
+    """The rate controller of ``config.profile``, starting at time ``start`` (seconds)."""
+    return _CONTROLLERS[config.profile](config, start)
+
+
+def _seconds(value: float | timedelta) -> float:
+    # The config normalizes durations to floats in __post_init__; this only narrows the type.
+    return value.total_seconds() if isinstance(value, timedelta) else value

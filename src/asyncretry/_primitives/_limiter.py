@@ -1,0 +1,284 @@
+"""AdaptiveRateLimiter: client-side rate limiting that finds a throttled server's capacity (SPEC section 5).
+
+Nothing is limited until the first throttling response. From then on every attempt takes one token
+from an :class:`~asyncretry.AsyncTokenBucket` whose fill rate follows CUBIC: cut to ``beta`` times the
+measured send rate on each throttle, then grown back along a cubic curve while responses succeed,
+never above ``max_rate_growth`` times the measured send rate.
+
+The rate math lives in :mod:`._cubic` as a synchronous state machine; this module only applies its
+decisions to the bucket and does the waiting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
+from .._exceptions import RateLimitTimeout
+from .._validate import check_seconds
+from ._bucket import AsyncTokenBucket, _in_event_loop
+from ._clock import DEFAULT_CLOCK, Clock
+from ._cubic import AdaptiveLimiterConfig, RateController, new_rate_controller
+
+__all__ = ["AdaptiveLimiterConfig", "AdaptiveRateLimiter", "LimiterStatistics"]
+
+_DEFAULT_CONFIG = AdaptiveLimiterConfig()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimiterStatistics:
+    """A snapshot of an :class:`AdaptiveRateLimiter`.
+
+    Attributes:
+        name: the limiter's name.
+        enabled: whether a throttle has been seen, so that :meth:`~AdaptiveRateLimiter.acquire` limits.
+        fill_rate: the token bucket's fill rate, tokens (attempts) per second.
+        max_capacity: the token bucket's capacity, tokens.
+        available: tokens in the bucket now.
+        measured_rate: the smoothed send rate, requests per second.
+        last_max_rate: the rate at the last throttle (CUBIC's ``W_max``), requests per second.
+        last_throttle_time: when the last throttle happened (the start time before any), clock seconds.
+        updates: responses fed to :meth:`~AdaptiveRateLimiter.update`.
+        throttles: of those, throttling responses.
+        acquires: tokens granted by :meth:`~AdaptiveRateLimiter.acquire` (free ones included).
+        waits: of those, acquires that had to wait.
+        wait_time: the total time those waits took, seconds.
+        timeouts: acquires refused with :class:`~asyncretry.RateLimitTimeout`.
+        waiting: acquires waiting in line right now.
+    """
+
+    name: str
+    enabled: bool
+    fill_rate: float
+    max_capacity: float
+    available: float
+    measured_rate: float
+    last_max_rate: float
+    last_throttle_time: float
+    updates: int
+    throttles: int
+    acquires: int
+    waits: int
+    wait_time: float
+    timeouts: int
+    waiting: int
+
+
+class AdaptiveRateLimiter:
+    """The AWS SDKs' "adaptive" retry-mode limiter: a token bucket whose rate follows CUBIC.
+
+    Call ``await limiter.acquire()`` before every attempt (the first included) and
+    ``limiter.update(throttled=...)`` after every response. Keep one limiter per throttled resource:
+    a throttle on one resource must not slow another.
+
+    Args:
+        config: the constants and the profile; defaults to ``AdaptiveLimiterConfig()`` (the AWS values).
+        clock: the time source; defaults to :data:`~asyncretry.DEFAULT_CLOCK` (the running loop's clock).
+            The limiter's start time (SPEC's ``t0``) is read from it at construction; a limiter built
+            outside any event loop on the default clock starts at its first :meth:`update` instead,
+            because asyncio's and trio's clocks (real or virtual) have different origins.
+        name: the limiter's name, used as the ``source`` of its events; default ``"limiter"``.
+        events: the bus its events go to; defaults to :data:`~asyncretry.GLOBAL_EVENTS`.
+    """
+
+    __slots__ = (
+        "_acquires",
+        "_anchored",
+        "_bucket",
+        "_clock",
+        "_config",
+        "_control",
+        "_events",
+        "_throttles",
+        "_timeouts",
+        "_updates",
+        "_wait_time",
+        "_waits",
+        "name",
+    )
+
+    def __init__(
+        self,
+        config: AdaptiveLimiterConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        name: str = "limiter",
+        events: EventBus | None = None,
+    ) -> None:
+        self._config = config if config is not None else _DEFAULT_CONFIG
+        self._clock = clock if clock is not None else DEFAULT_CLOCK
+        self.name = name
+        self._events = events if events is not None else GLOBAL_EVENTS
+        self._control: RateController = new_rate_controller(self._config, self._clock.now())
+        self._anchored = self._clock is not DEFAULT_CLOCK or _in_event_loop()
+        # SPEC: the bucket starts empty; it fills from the start, but only matters once enabled.
+        self._bucket = AsyncTokenBucket(
+            self._control.fill_rate, self._control.max_capacity, tokens=0.0, clock=self._clock, name=name
+        )
+        self._updates = 0
+        self._throttles = 0
+        self._acquires = 0
+        self._waits = 0
+        self._wait_time = 0.0
+        self._timeouts = 0
+
+    @property
+    def config(self) -> AdaptiveLimiterConfig:
+        """The limiter's settings."""
+        return self._config
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a throttle has been seen: until then :meth:`acquire` returns at once."""
+        return self._control.enabled
+
+    @property
+    def fill_rate(self) -> float:
+        """The token bucket's fill rate: the attempts per second allowed once enabled."""
+        return self._control.fill_rate
+
+    @property
+    def max_capacity(self) -> float:
+        """The token bucket's capacity (the largest burst once enabled), tokens."""
+        return self._control.max_capacity
+
+    @property
+    def measured_rate(self) -> float:
+        """The smoothed rate at which responses arrive, requests per second."""
+        return self._control.measured_rate
+
+    @property
+    def last_max_rate(self) -> float:
+        """The send rate when the last throttle hit (CUBIC's ``W_max``), requests per second."""
+        return self._control.last_max_rate
+
+    @property
+    def last_throttle_time(self) -> float:
+        """When the last throttle hit, clock seconds (the start time before the first one)."""
+        return self._control.last_throttle_time
+
+    # ASYNC109: `timeout` is a budget for the rate-limit wait that raises RateLimitTimeout, not a
+    # cancellation deadline; callers' cancel scopes still apply on top of it.
+    async def acquire(self, *, timeout: float | timedelta | None = None) -> None:
+        """Wait for permission to send one attempt.
+
+        Returns at once, without yielding, while no throttle has been seen. Once enabled, takes one
+        token from the bucket, waiting in line (first come, first served) if there is none.
+        A cancelled wait leaves no trace: the place in line passes to the next waiter.
+
+        Args:
+            timeout: the longest wait allowed, seconds (>= 0) or a ``timedelta``; defaults to the
+                config's ``max_wait`` (``None``: as long as needed; 0: fail fast).
+
+        Raises:
+            RateLimitTimeout: the token would not come within ``timeout`` (predicted up front, or
+                while waiting after a rate cut); no token was taken.
+            ValueError: ``timeout`` is negative or NaN.
+        """
+        if timeout is not None:
+            timeout = check_seconds("timeout", timeout, allow_inf=True)
+        if not self._control.enabled:
+            self._acquires += 1
+            return
+        limit = timeout if timeout is not None else self._config.max_wait
+        started = self._clock.now()
+        try:
+            await self._bucket.acquire(1, timeout=limit)
+        except RateLimitTimeout:
+            self._timeouts += 1
+            raise
+        self._acquires += 1
+        waited = self._clock.now() - started
+        if waited > 0.0:
+            self._waits += 1
+            self._wait_time += waited
+
+    def try_acquire(self) -> bool:
+        """Take permission to send one attempt without waiting; ``False`` if a wait would be needed.
+
+        For synchronous callers (the sync httpx transport), which sleep
+        :meth:`time_until_available` and try again.
+        """
+        if not self._control.enabled or self._bucket.try_acquire(1):
+            self._acquires += 1
+            return True
+        return False
+
+    def time_until_available(self) -> float:
+        """Seconds until :meth:`try_acquire` would succeed (0 while not enabled)."""
+        if not self._control.enabled:
+            return 0.0
+        return self._bucket.time_until_available(1)
+
+    def update(self, throttled: bool, *, reason: str = "throttling") -> None:
+        """Feed the outcome of one response; adjusts the fill rate. Synchronous, never waits.
+
+        Args:
+            throttled: whether the response was a throttling error.
+            reason: why it counts as a throttle (``"HTTP 429"``, an error code ...), for the
+                :class:`~asyncretry.Throttled` event; default ``"throttling"``.
+        """
+        now = self._clock.now()
+        if not self._anchored:
+            # Built outside an event loop: t0 was read from another clock, so start the rate control
+            # here. It was disabled and had seen nothing yet, so nothing is lost.
+            self._anchored = True
+            self._control = new_rate_controller(self._config, now)
+        control = self._control
+        old_rate = control.fill_rate
+        old_capacity = control.max_capacity
+        control.update(now, throttled)
+        self._updates += 1
+        if throttled:
+            self._throttles += 1
+            if self._events.wants(Throttled):
+                self._events.emit(Throttled(time=now, source=self.name, reason=reason))
+        new_rate = control.fill_rate
+        if new_rate != old_rate or control.max_capacity != old_capacity:
+            # The rate setter first refills at the old rate, so the order matters (SPEC step 3).
+            self._bucket.rate = new_rate
+            self._bucket.capacity = control.max_capacity
+            if new_rate != old_rate and self._events.wants(LimiterRateChanged):
+                self._events.emit(
+                    LimiterRateChanged(
+                        time=now,
+                        source=self.name,
+                        old_rate=old_rate,
+                        new_rate=new_rate,
+                        measured_rate=control.measured_rate,
+                        throttled=throttled,
+                        enabled=control.enabled,
+                    )
+                )
+
+    def statistics(self) -> LimiterStatistics:
+        """A snapshot of the limiter's state and counters."""
+        control = self._control
+        bucket = self._bucket.statistics()
+        return LimiterStatistics(
+            name=self.name,
+            enabled=control.enabled,
+            fill_rate=control.fill_rate,
+            max_capacity=control.max_capacity,
+            available=bucket.available,
+            measured_rate=control.measured_rate,
+            last_max_rate=control.last_max_rate,
+            last_throttle_time=control.last_throttle_time,
+            updates=self._updates,
+            throttles=self._throttles,
+            acquires=self._acquires,
+            waits=self._waits,
+            wait_time=self._wait_time,
+            timeouts=self._timeouts,
+            waiting=bucket.waiting,
+        )
+
+    def __repr__(self) -> str:
+        control = self._control
+        state = "enabled" if control.enabled else "disabled"
+        return (
+            f"<AdaptiveRateLimiter {self.name!r} {state} fill_rate={control.fill_rate:.4g}/s "
+            f"max_capacity={control.max_capacity:.4g} measured_rate={control.measured_rate:.4g}/s "
+            f"profile={self._config.profile!r}>"
+        )

@@ -1,0 +1,284 @@
+"""Classification of httpx outcomes: exceptions, status codes, AWS error codes, idempotency, bodies.
+
+What a request may be retried after depends on whether it may have reached the server:
+
+* ``ConnectError``, ``ConnectTimeout``, ``PoolTimeout``, ``ProxyError``: nothing was sent, any method
+  may be retried;
+* read/write errors and timeouts, protocol errors, and every response: the request may have reached
+  the server, so only idempotent requests are retried (GET, HEAD, PUT, DELETE, OPTIONS, TRACE, or any
+  request with an ``Idempotency-Key`` header, or an explicit opt-in).
+
+A request whose body cannot be replayed exactly (a one-shot generator or async iterator) is never
+sent twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .._engine._classify import AWS_THROTTLING_CODES, AWS_TRANSIENT_CODES, Outcome
+from .._primitives._kinds import OutcomeKind
+from .._validate import check_int
+
+__all__ = ["HttpClassifier", "error_code_of_response"]
+
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError)
+_XML_CODE = re.compile(rb"<Code>\s*([A-Za-z0-9_.:#-]{1,128})\s*</Code>")
+
+ResponsePredicate = Callable[[httpx.Response], "OutcomeKind | bool | str | None"]
+
+
+def _normalise_code(code: str) -> str:
+    # "ThrottlingException:http://internal.amazon.com/" (header) and
+    # "com.amazonaws.dynamodb.v20120810#ThrottlingException" (JSON __type) both mean ThrottlingException.
+    code = code.split(":", 1)[0]
+    return code.rsplit("#", 1)[-1].strip()
+
+
+def error_code_of_response(headers: httpx.Headers, body: bytes | None) -> str | None:
+    """The AWS-style error code of a response: ``x-amzn-ErrorType``, JSON ``__type``/``code``, XML ``<Code>``."""
+    header = headers.get("x-amzn-errortype")
+    if header:
+        return _normalise_code(header) or None
+    if not body:
+        return None
+    stripped = body.lstrip()
+    if stripped[:1] == b"{":
+        try:
+            document = json.loads(stripped)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if isinstance(document, dict):
+            for key in ("__type", "code", "Code"):
+                value = document.get(key)
+                if isinstance(value, str) and value:
+                    return _normalise_code(value) or None
+        return None
+    if stripped[:1] == b"<":
+        match = _XML_CODE.search(stripped)
+        if match:
+            return _normalise_code(match.group(1).decode("ascii", "replace")) or None
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpClassifier:
+    """How the transports judge HTTP outcomes.
+
+    Args:
+        transient_statuses: status codes retried as transient (default 500, 502, 503, 504, 408).
+        throttling_statuses: status codes retried as throttling (default 429, 509).
+        throttling_codes: AWS-style error codes meaning throttling, found in the ``x-amzn-ErrorType``
+            header or a JSON/XML error body (default: AWS's; a 4xx or 5xx with one is throttling).
+        transient_codes: error codes meaning a transient failure (default: AWS's).
+        read_error_bodies: whether small JSON/XML error bodies (status >= 400) are read to find an
+            error code. The bytes are kept and handed on, so streaming callers see the whole body.
+        max_error_body: the largest error body read for that (bytes, default 65,536).
+        retry_if_response: a predicate over responses that decides first: an :class:`OutcomeKind`,
+            ``True``/a reason string (transient), ``False`` (not retried), or ``None`` (use the rules).
+        idempotent_methods: methods retried even after they may have reached the server.
+        idempotency_header: a header that makes any request idempotent (default ``Idempotency-Key``).
+        retry_non_idempotent: retry every method as if idempotent (default ``False``).
+    """
+
+    transient_statuses: frozenset[int] = frozenset({500, 502, 503, 504, 408})
+    throttling_statuses: frozenset[int] = frozenset({429, 509})
+    throttling_codes: frozenset[str] = AWS_THROTTLING_CODES
+    transient_codes: frozenset[str] = AWS_TRANSIENT_CODES
+    read_error_bodies: bool = True
+    max_error_body: int = 65_536
+    retry_if_response: ResponsePredicate | None = None
+    idempotent_methods: frozenset[str] = IDEMPOTENT_METHODS
+    idempotency_header: str = "Idempotency-Key"
+    retry_non_idempotent: bool = False
+    _codes: bool = field(init=False, repr=False, default=False)
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        for name in ("transient_statuses", "throttling_statuses"):
+            statuses = frozenset(getattr(self, name))
+            for status in statuses:
+                check_int(f"{name}[...]", status, low=100, high=599)
+            s(self, name, statuses)
+        for name in ("throttling_codes", "transient_codes"):
+            codes = getattr(self, name)
+            if isinstance(codes, str):
+                raise TypeError(f"{name} must be a collection of error codes, got the string {codes!r}")
+            s(self, name, frozenset(codes))
+        s(self, "idempotent_methods", frozenset(m.upper() for m in self.idempotent_methods))
+        check_int("max_error_body", self.max_error_body, low=0, high=16 * 1024 * 1024)
+        if self.retry_if_response is not None and not callable(self.retry_if_response):
+            raise TypeError(f"retry_if_response must be callable or None, got {self.retry_if_response!r}")
+        s(self, "_codes", bool(self.throttling_codes or self.transient_codes))
+
+    # ---------------------------------------------------------------------------- requests
+    def is_idempotent(self, request: httpx.Request, opt_in: bool | None = None) -> bool:
+        """Whether ``request`` may be sent again after it may have reached the server."""
+        if opt_in is not None:
+            return opt_in
+        return (
+            self.retry_non_idempotent
+            or request.method in self.idempotent_methods
+            or self.idempotency_header in request.headers
+        )
+
+    # -------------------------------------------------------------------------- exceptions
+    def classify_error(self, error: Exception, *, idempotent: bool, replayable: bool) -> Outcome | None:
+        """The outcome of an httpx exception, or ``None`` if it is not an httpx transport error."""
+        name = type(error).__name__
+        if isinstance(error, httpx.TimeoutException):
+            kind = OutcomeKind.TIMEOUT
+        elif isinstance(error, (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError)):
+            kind = OutcomeKind.CONNECTION
+        elif isinstance(error, httpx.TransportError):
+            return Outcome(OutcomeKind.NOT_RETRYABLE, name, error)  # local protocol errors, bad URLs ...
+        else:
+            return None
+        if _certificate_failure(error):
+            return Outcome(OutcomeKind.NOT_RETRYABLE, f"{name} (certificate verification failed)", error)
+        if not replayable:
+            return Outcome(OutcomeKind.NOT_RETRYABLE, f"{name} (the request body cannot be replayed)", error)
+        if not idempotent and not isinstance(error, _NOT_SENT):
+            return Outcome(
+                OutcomeKind.NOT_RETRYABLE, f"{name} (may have reached the server; not idempotent)", error
+            )
+        return Outcome(kind, name, error)
+
+    # --------------------------------------------------------------------------- responses
+    def status_kind(self, response: httpx.Response, code: str | None) -> tuple[OutcomeKind, str]:
+        """The kind and reason of a response, from its status and error code."""
+        status = response.status_code
+        if self.retry_if_response is not None:
+            verdict = self.retry_if_response(response)
+            if verdict is not None:
+                return _verdict_kind(verdict, status)
+        reason = f"HTTP {status}" + (f" {code}" if code else "")
+        if code is not None:
+            if code in self.throttling_codes:
+                return OutcomeKind.THROTTLING, reason
+            if code in self.transient_codes:
+                return OutcomeKind.TRANSIENT, reason
+        if status in self.throttling_statuses:
+            return OutcomeKind.THROTTLING, reason
+        if status in self.transient_statuses:
+            return OutcomeKind.TRANSIENT, reason
+        if status >= 400:
+            return OutcomeKind.NOT_RETRYABLE, reason
+        return OutcomeKind.SUCCESS, reason
+
+    def wants_body(self, response: httpx.Response) -> bool:
+        """Whether the error body should be read for an error code."""
+        if not (self.read_error_bodies and self._codes) or response.status_code < 400:
+            return False
+        if "x-amzn-errortype" in response.headers:
+            return False
+        length = response.headers.get("content-length")
+        if length is not None:
+            try:
+                if int(length) > self.max_error_body:
+                    return False
+            except ValueError:
+                return False
+        content_type = response.headers.get("content-type", "")
+        return "json" in content_type or "xml" in content_type or not content_type
+
+
+def _verdict_kind(verdict: OutcomeKind | bool | str, status: int) -> tuple[OutcomeKind, str]:
+    if isinstance(verdict, OutcomeKind):
+        return verdict, f"HTTP {status} ({verdict})"
+    if verdict is True:
+        return OutcomeKind.TRANSIENT, f"HTTP {status} (retry_if_response)"
+    if verdict is False:
+        kind = OutcomeKind.SUCCESS if status < 400 else OutcomeKind.NOT_RETRYABLE
+        return kind, f"HTTP {status}"
+    if isinstance(verdict, str):
+        return OutcomeKind.TRANSIENT, verdict
+    raise TypeError(f"retry_if_response must return None, a bool, a string or an OutcomeKind, got {verdict!r}")
+
+
+def _certificate_failure(error: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+# ------------------------------------------------------------------------------- request bodies
+@dataclass(slots=True)
+class Replay:
+    """How a request body is sent again: ``ok`` says whether it can be; ``rewind`` restores a file."""
+
+    ok: bool
+    rewind: Callable[[], None] | None = None
+
+
+def body_replay(request: httpx.Request) -> Replay:
+    """Whether (and how) ``request``'s body can be sent again exactly."""
+    stream: Any = request.stream
+    if isinstance(stream, httpx.ByteStream):
+        return Replay(True)
+    inner = getattr(stream, "_stream", None)
+    if inner is not None and hasattr(inner, "read") and hasattr(inner, "seek"):
+        try:
+            if not inner.seekable():
+                return Replay(False)
+            position = inner.tell()
+        except (OSError, ValueError, AttributeError):
+            return Replay(False)
+        return Replay(True, lambda: inner.seek(position))
+    fields = getattr(stream, "fields", None)
+    if fields is not None:  # multipart: httpx rewinds seekable file fields itself
+        for item in fields:
+            file = getattr(item, "file", None)
+            if file is not None and not (hasattr(file, "seek") and _seekable(file)):
+                return Replay(False)
+        return Replay(True)
+    return Replay(False)
+
+
+def _seekable(file: Any) -> bool:
+    try:
+        return bool(file.seekable())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class PrefixedStream(httpx.AsyncByteStream, httpx.SyncByteStream):
+    """The bytes already read (to find an error code), then the rest of the original stream."""
+
+    def __init__(self, prefix: bytes, rest: Any) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._prefix:
+            yield self._prefix
+        if self._rest is not None:
+            async for chunk in self._rest:
+                yield chunk
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self._prefix:
+            yield self._prefix
+        if self._rest is not None:
+            yield from self._rest
+
+    async def aclose(self) -> None:
+        if self._rest is not None:
+            await self._rest.aclose()
+
+    def close(self) -> None:
+        if self._rest is not None:
+            self._rest.close()
