@@ -1291,3 +1291,112 @@ def test_any_sequence_of_outcomes_follows_spec_1_1(
         assert history is not None
         assert [a.number for a in history.attempts] == list(range(1, len(made) + 1))
         assert history.gave_up == ("not_retryable" if final == "bad" else "max_attempts")
+
+
+# ------------------------------------------------------------------- fixes from the design review
+async def test_an_open_breaker_ends_the_call_before_the_sleep_not_after() -> None:
+    """When the failure that trips the breaker is retryable, the call gives up at once with
+    CircuitOpenError chained to it, instead of sleeping and then being refused."""
+    clock = VirtualClock()
+    policy = RetryPolicy(
+        max_attempts=5, backoff=FixedBackoff(1.0), throttling_backoff=FixedBackoff(1.0),
+        breaker=CircuitBreakerConfig(failure_ratio=None, consecutive_failures=1, break_duration=30.0),
+    )
+    retrier = Retrier(policy, clock=clock)
+
+    async def down() -> None:
+        raise ConnectionResetError("down")
+
+    with pytest.raises(CircuitOpenError) as caught:
+        await retrier.call(down)
+    assert clock.sleeps == []
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "breaker"
+    assert len(history.attempts) == 1
+    quota = retrier.statistics().scopes[0].quota
+    assert quota is not None
+    assert quota.available == 500  # the retry it would have paid for was given back
+
+
+async def test_a_breaker_that_reopens_before_the_delay_ends_still_allows_the_retry() -> None:
+    """A breaker whose break ends before the backoff does lets the retry through (as a probe)."""
+    clock = VirtualClock()
+    policy = RetryPolicy(
+        max_attempts=2, backoff=FixedBackoff(10.0), throttling_backoff=FixedBackoff(10.0),
+        breaker=CircuitBreakerConfig(failure_ratio=None, consecutive_failures=1, break_duration=5.0),
+    )
+    retrier = Retrier(policy, clock=clock)
+    outcomes = iter([ConnectionResetError("once"), None])
+
+    async def flaky() -> str:
+        error = next(outcomes)
+        if error is not None:
+            raise error
+        return "ok"
+
+    assert await retrier.call(flaky) == "ok"
+    assert clock.sleeps == [10.0]
+
+
+async def test_retry_if_cannot_turn_an_exception_into_a_success() -> None:
+    """An exception judged SUCCESS by retry_if is not retried and refunds nothing: it still fails."""
+    policy = RetryPolicy(classifier=Classifier(retry_if=lambda e: OutcomeKind.SUCCESS))
+    retrier = Retrier(policy, clock=VirtualClock())
+
+    async def broken() -> None:
+        raise ValueError("bad")
+
+    with pytest.raises(ValueError, match="bad") as caught:
+        await retrier.call(broken)
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "not_retryable"
+    stats = retrier.statistics()
+    assert (stats.successes, stats.failures) == (0, 1)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_failing_give_up_hook_never_hides_the_real_error(
+    is_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hook that raises is logged; the caller still gets the call's own last error."""
+
+    def sync_hook(info: GiveUpInfo) -> None:
+        raise RuntimeError("hook bug")
+
+    async def async_hook(info: GiveUpInfo) -> None:
+        raise RuntimeError("hook bug")
+
+    policy = RetryPolicy(max_attempts=2, backoff=NoBackoff(), on_give_up=async_hook if is_async else sync_hook)
+    retrier = Retrier(policy, clock=VirtualClock())
+
+    async def down() -> None:
+        raise ConnectionResetError("down")
+
+    with pytest.raises(ConnectionResetError):
+        await retrier.call(down)
+    assert "on_give_up hook failed" in caplog.text
+
+
+async def test_a_first_attempt_refused_by_the_initial_try_cost_has_a_history_and_reaches_the_hook() -> None:
+    """With initial_try_cost > 0 and an empty quota, the call fails before any attempt, with history,
+    a GaveUp reason of 'quota' and the on_give_up hook called."""
+    seen: list[GiveUpInfo] = []
+    config = RetryQuotaConfig(max_capacity=10, initial_try_cost=10)
+    policy = RetryPolicy(quota=config, on_give_up=seen.append)
+    quota = RetryQuota(config)
+    assert quota.try_acquire(10)
+    retrier = Retrier(policy, clock=VirtualClock(), quota=quota)
+
+    async def never() -> None:
+        raise AssertionError("no attempt may be made")
+
+    with pytest.raises(RetryCapacityExceeded) as caught:
+        await retrier.call(never)
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "quota"
+    assert history.attempts == ()
+    assert [info.outcome.kind for info in seen] == [OutcomeKind.NOT_RETRYABLE]

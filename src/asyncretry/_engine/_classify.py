@@ -241,7 +241,8 @@ class Classifier:
 
     def _kind_of(self, verdict: OutcomeKind | bool, error: Exception) -> OutcomeKind:
         if isinstance(verdict, OutcomeKind):
-            return verdict
+            # An exception still reaches the caller, so it can never count as a success.
+            return OutcomeKind.NOT_RETRYABLE if verdict is OutcomeKind.SUCCESS else verdict
         if verdict is True:
             return self._builtin_kind(error)
         if verdict is False:

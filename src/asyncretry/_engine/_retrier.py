@@ -36,6 +36,7 @@ from .._events import (
     RetryScheduled,
     ScopeEvicted,
     Throttled,
+    logger,
 )
 from .._exceptions import (
     AttemptTimeout,
@@ -71,6 +72,11 @@ def _seconds(value: float | timedelta | None) -> float | None: ...
 def _seconds(value: float | timedelta | None) -> float | None:
     # The policy normalises durations to float seconds; this only narrows the declared type.
     return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def _log_hook_failure(info: GiveUpInfo) -> None:
+    # The caller must see the call's real error, not the hook's: log the hook's and go on.
+    logger.exception("asyncretry: the on_give_up hook failed for a call in scope %r", info.scope)
 _NOT_SET: Any = object()
 DEFAULT_SCOPE = "default"
 
@@ -476,6 +482,7 @@ class _Call:
         "_quota_wait",
         "_raise",
         "_records",
+        "_refused",
         "_retrier",
         "_scope",
         "_started",
@@ -513,6 +520,7 @@ class _Call:
         self._last_timeout = 0.0
         self._hook: GiveUpInfo | None = None
         self._raise: tuple[BaseException, BaseException | None] | None = None
+        self._refused: Exception | None = None
         self.gave_up: str | None = None
         self.outcome: Outcome | None = None
         retrier._calls += 1
@@ -520,7 +528,9 @@ class _Call:
         if quota is not None:
             first = quota.config.initial_try_cost
             if first and not quota.try_acquire(first):
-                raise RetryCapacityExceeded(available=quota.available, cost=first, name=quota.name)
+                refused = RetryCapacityExceeded(available=quota.available, cost=first, name=quota.name)
+                self._give_up_before_attempt(refused, "quota")
+                self._refused = refused  # raised by the driver's first step, after the on_give_up hook
 
     @property
     def retrying(self) -> bool:
@@ -650,11 +660,17 @@ class _Call:
         delay, server_directed = self._plan_delay(outcome, kind, number)
         remaining = self._remaining(now) if delay > 0.0 or self._deadline_at != math.inf else None
         # A sleep that ends at the deadline leaves no time for the attempt it was for: give up now.
+        why: str | None = None
         if remaining is not None and delay >= remaining:
+            why = "server_delay" if server_directed else "deadline"
+        elif breaker is not None and breaker.statistics().retry_after > delay:
+            # The breaker would still refuse the retry after the sleep: never sleep and then give up.
+            why = "breaker"
+        if why is not None:
             if quota is not None and quota.config.circuit_breaker_mode:
                 quota.release(cost)  # the retry it paid for will not happen
             self._quota_wait = 0
-            return self._give_up(outcome, error, "server_delay" if server_directed else "deadline", now)
+            return self._give_up(outcome, error, why, now)
         if quota is not None:
             self._last_cost = cost
         self._delay = delay
@@ -708,24 +724,42 @@ class _Call:
             )
             attach_history(exceeded, history)
             self._raise = (exceeded, error)
+        elif why == "breaker" and error is not None:
+            breaker = self._scope.breaker
+            assert breaker is not None
+            stats = breaker.statistics()
+            refused = CircuitOpenError(name=breaker.name, state=str(stats.state), retry_after=stats.retry_after)
+            attach_history(refused, history)
+            self._raise = (refused, error)
         return False
 
     def _after_finish_sync(self) -> None:
         hook, self._hook = self._hook, None
         if hook is not None:
             assert self._policy.on_give_up is not None
-            result = self._policy.on_give_up(hook)
-            if result is not None:
-                raise TypeError("on_give_up returned an awaitable in synchronous code; use a plain function")
+            try:
+                result = self._policy.on_give_up(hook)
+            except Exception:
+                _log_hook_failure(hook)
+            else:
+                if result is not None:
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()  # an un-awaited coroutine would warn later
+                    logger.error("asyncretry: on_give_up returned an awaitable in synchronous code; "
+                                 "use a plain function with the sync transport")
         self._raise_pending()
 
     async def _after_finish_async(self) -> None:
         hook, self._hook = self._hook, None
         if hook is not None:
             assert self._policy.on_give_up is not None
-            result = self._policy.on_give_up(hook)
-            if result is not None:
-                await result
+            try:
+                result = self._policy.on_give_up(hook)
+                if result is not None:
+                    await result
+            except Exception:
+                _log_hook_failure(hook)
         self._raise_pending()
 
     def _raise_pending(self) -> None:
@@ -823,6 +857,10 @@ class Attempts(_Call):
         return self
 
     async def __anext__(self) -> Attempt:
+        if self._refused is not None:
+            await self._after_finish_async()
+            refused, self._refused = self._refused, None
+            raise refused
         if not self._check_next():
             raise StopAsyncIteration
         try:
@@ -901,6 +939,10 @@ class SyncAttempts(_Call):
             return super()._finish(attempt, outcome, error)
 
     def __next__(self) -> Attempt:
+        if self._refused is not None:
+            self._after_finish_sync()
+            refused, self._refused = self._refused, None
+            raise refused
         if not self._check_next():
             raise StopIteration
         try:
