@@ -25,7 +25,7 @@ import asyncio
 import gc
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,13 +112,16 @@ def uncontended(calls: int, rounds: int) -> list[tuple[str, float]]:
 
 
 # ----------------------------------------------------------------------------------------- crowd
-async def _crowd(acquire: Callable[[], Awaitable[Any]], spawn: Callable[[Callable[[], Awaitable[None]]], None]) -> Crowd:
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
+
+
+async def _crowd(acquire: Callable[[], Awaitable[Any]], spawn: Spawn) -> Crowd:
     arrivals: list[int] = []
     grants: list[int] = []
     first_call: list[float] = []
     done = anyio.Event()
 
-    def worker(index: int) -> Callable[[], Awaitable[None]]:
+    def worker(index: int) -> Callable[[], Coroutine[Any, Any, None]]:
         async def run() -> None:
             if not first_call:
                 first_call.append(time.perf_counter())
@@ -159,8 +162,10 @@ def crowd(rounds: int) -> dict[str, list[Crowd]]:
 
     async def ours_trio() -> Crowd:
         bucket = AsyncTokenBucket(RATE, 1, tokens=0)
+        outcome: list[Crowd] = []
         async with anyio.create_task_group() as tg:
-            return await _crowd(bucket.acquire, tg.start_soon)
+            outcome.append(await _crowd(bucket.acquire, tg.start_soon))
+        return outcome[0]
 
     for _ in range(rounds):
         results["ours, asyncio"].append(asyncio.run(ours_asyncio()))

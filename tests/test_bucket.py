@@ -130,6 +130,27 @@ async def test_waiters_are_served_in_arrival_order_even_if_smaller() -> None:
     assert bucket.statistics().waiting == 0
 
 
+async def test_a_newcomer_does_not_overtake_calls_served_just_before(anyio_backend_name: str) -> None:
+    """A call that finds its tokens there while earlier calls were served but have not resumed yet goes last.
+
+    On asyncio the calls resume in arrival order; trio resumes tasks woken together in its own order.
+    """
+    bucket = AsyncTokenBucket(0, 3, tokens=0)
+    log: list[tuple[str, float]] = []
+    async with anyio.create_task_group() as tg:
+        await start_acquirer(tg, bucket, 1, log, "a")
+        await start_acquirer(tg, bucket, 1, log, "b")
+        bucket.release(3)  # serves "a" and "b"; one token is left
+        await bucket.acquire()
+        log.append(("c", now()))
+    labels = [label for label, _ in log]
+    if anyio_backend_name == "asyncio":
+        assert labels == ["a", "b", "c"]
+    else:
+        assert sorted(labels) == ["a", "b", "c"]
+    assert bucket.statistics().acquired_total == 3
+
+
 async def test_only_the_head_waiter_sleeps_on_a_timer() -> None:
     """With 100 queued waiters at most one sleeps on the clock at any time, about one sleep per grant."""
 

@@ -143,6 +143,8 @@ class Harness:
         profile = case["profile"]
         self.clock = VirtualClock()
         backoff = engine["backoff"]
+        # The SDK tests draw exactly 1 (or 0 in Kotlin's form); fixed_random() stops short of 1.0, which
+        # Backoff.delay() accepts, hence the plain lambdas.
         if way == "defaults":
             # The profile's own backoff in botocore's form (rand * cap), its own quota per scope.
             rand = 1.0

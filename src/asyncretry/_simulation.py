@@ -104,7 +104,7 @@ SCENARIOS: dict[str, Scenario] = {
 """The issue's five scenarios, 120 virtual seconds each."""
 
 
-class SimulatedThrottle(Exception):  # noqa: N818 -- named like the service errors it stands for
+class SimulatedThrottle(Exception):
     """The simulated server's throttling response; declares itself throttling to the classifier."""
 
     is_throttling = True
@@ -229,8 +229,20 @@ class SimulationResult:
 class _Recorder:
     """Counts sends, successes and throttles per bin while the simulation runs."""
 
-    __slots__ = ("bins", "fill", "latency", "longest_wait", "failed", "scale", "sends", "server", "start",
-                 "successes", "throttles", "worker_successes")
+    __slots__ = (
+        "bins",
+        "failed",
+        "fill",
+        "latency",
+        "longest_wait",
+        "scale",
+        "sends",
+        "server",
+        "start",
+        "successes",
+        "throttles",
+        "worker_successes",
+    )
 
     def __init__(self, server: SimulatedServer, bins: int, bin_width: float, workers: int, latency: float,
                  start: float) -> None:

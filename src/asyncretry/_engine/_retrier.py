@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -72,6 +72,46 @@ def _seconds(value: float | timedelta | None) -> float | None: ...
 def _seconds(value: float | timedelta | None) -> float | None:
     # The policy normalises durations to float seconds; this only narrows the declared type.
     return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+S = TypeVar("S")
+
+
+def _given(source: S | Callable[[str], S] | None, kind: type[S], key: str) -> S | None:
+    """A shared object as given, or the one a factory makes for this scope."""
+    if source is None or isinstance(source, kind):
+        return source
+    if callable(source):
+        made = source(key)
+        if not isinstance(made, kind):
+            raise TypeError(f"the {kind.__name__} factory returned {made!r} for scope {key!r}")
+        return made
+    raise TypeError(f"expected a {kind.__name__} or a function making one per scope, got {source!r}")
+
+
+_Decision = Generator[Awaitable[Any], Any, bool]
+
+
+def _run_sync(decision: _Decision) -> bool:
+    """Run a decision on local state only (it never yields)."""
+    try:
+        effect = next(decision)
+    except StopIteration as done:
+        return bool(done.value)
+    close = getattr(effect, "close", None)
+    if close is not None:
+        close()
+    raise TypeError("remote shared state needs the async driver")  # SyncAttempts refuses it up front
+
+
+async def _run_async(decision: _Decision) -> bool:
+    """Run a decision, awaiting each operation on remote shared state."""
+    try:
+        effect = next(decision)
+        while True:
+            effect = decision.send(await effect)
+    except StopIteration as done:
+        return bool(done.value)
 
 
 def _log_hook_failure(info: GiveUpInfo) -> None:
@@ -146,9 +186,12 @@ class Retrier:
         clock: time source (default: the running event loop's clock).
         rng: random source for jitter, returning floats in ``[0, 1)``.
         events: the bus events go to (default: a new bus that forwards to the global one).
-        quota: a :class:`RetryQuota` to share between all scopes (and other retriers) instead of one per scope.
-        limiter: an :class:`AdaptiveRateLimiter` to share likewise (adaptive mode).
-        breaker: a :class:`CircuitBreaker` to share likewise.
+        quota: a :class:`RetryQuota` to share between all scopes (and other retriers) instead of one per
+            scope, or a function ``scope_key -> RetryQuota`` making each scope's (a Redis-backed one, say).
+        limiter: an :class:`AdaptiveRateLimiter` (adaptive mode), shared or per scope likewise.
+        breaker: a :class:`CircuitBreaker`, shared or per scope likewise.
+        rate_limit: an :class:`AsyncTokenBucket` paced before every attempt, shared or per scope likewise;
+            default: one per scope from the policy's ``rate_limit``.
         max_scopes: the most scopes kept at once (>= 1, default 10,000); the least recently used idle
             scope is evicted first.
         scope_idle_timeout: seconds after which an unused scope may be evicted (default 600).
@@ -157,6 +200,7 @@ class Retrier:
     __slots__ = (
         "_attempts",
         "_breaker",
+        "_bucket",
         "_calls",
         "_clock",
         "_evicted",
@@ -183,9 +227,10 @@ class Retrier:
         clock: Clock | None = None,
         rng: RandomSource | None = None,
         events: EventBus | None = None,
-        quota: RetryQuota | None = None,
-        limiter: AdaptiveRateLimiter | None = None,
-        breaker: CircuitBreaker | None = None,
+        quota: RetryQuota | Callable[[str], RetryQuota] | None = None,
+        limiter: AdaptiveRateLimiter | Callable[[str], AdaptiveRateLimiter] | None = None,
+        breaker: CircuitBreaker | Callable[[str], CircuitBreaker] | None = None,
+        rate_limit: AsyncTokenBucket | Callable[[str], AsyncTokenBucket] | None = None,
         max_scopes: int = 10_000,
         scope_idle_timeout: float = 600.0,
     ) -> None:
@@ -201,6 +246,7 @@ class Retrier:
         self._quota = quota
         self._limiter = limiter
         self._breaker = breaker
+        self._bucket = rate_limit
         self._max_scopes = check_int("max_scopes", max_scopes, low=1)
         self._scope_idle_timeout = check_seconds("scope_idle_timeout", scope_idle_timeout, low_open=True)
         self._scopes: dict[str, _Scope] = {}
@@ -225,17 +271,17 @@ class Retrier:
     def _new_scope(self, key: str, now: float) -> _Scope:
         policy = self.policy
         clock, events = self._clock, self.events
-        quota = self._quota
+        quota = _given(self._quota, RetryQuota, key)
         if quota is None and policy.quota_config is not None:
             quota = RetryQuota(policy.quota_config, clock=clock, name=key, events=events)
-        limiter = self._limiter
+        limiter = _given(self._limiter, AdaptiveRateLimiter, key)
         if limiter is None and policy.limiter_config is not None:
             limiter = AdaptiveRateLimiter(policy.limiter_config, clock=clock, name=key, events=events)
-        breaker = self._breaker
+        breaker = _given(self._breaker, CircuitBreaker, key)
         if breaker is None and policy.breaker is not None:
             breaker = CircuitBreaker(policy.breaker, clock=clock, name=key, events=events)
-        bucket = None
-        if policy.rate_limit is not None:
+        bucket = _given(self._bucket, AsyncTokenBucket, key)
+        if bucket is None and policy.rate_limit is not None:
             burst = policy.rate_limit_burst or 1.0
             bucket = AsyncTokenBucket(policy.rate_limit, burst, clock=clock, name=key)
         return _Scope(key, quota, limiter, breaker, bucket, now)
@@ -431,7 +477,7 @@ class Attempt:
                 # Our own per-attempt deadline cancelled the work: a timeout, retried as one.
                 error = AttemptTimeout(call._last_timeout)
                 outcome = Outcome(OutcomeKind.TIMEOUT, "attempt timeout", error)
-                retry = call._finish(self, outcome, error)
+                retry = await _run_async(call._finish(self, outcome, error))
                 await call._after_finish_async()
                 if not retry:
                     raise error
@@ -439,7 +485,7 @@ class Attempt:
         if exc is not None and not isinstance(exc, Exception):
             call._abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
             return False
-        retry = call._finish(self, self._outcome(exc), exc)
+        retry = await _run_async(call._finish(self, self._outcome(exc), exc))
         await call._after_finish_async()
         return retry
 
@@ -452,7 +498,7 @@ class Attempt:
         if exc is not None and not isinstance(exc, Exception):
             call._abandon()
             return False
-        retry = call._finish(self, self._outcome(exc), exc)
+        retry = call._decide_sync(self, self._outcome(exc), exc)
         call._after_finish_sync()
         return retry
 
@@ -549,9 +595,11 @@ class _Call:
             )
         return True
 
-    def _start_attempt(self, delay: float) -> Attempt:
+    def _start_attempt(self, delay: float, probe: bool | None = None) -> Attempt:
         scope = self._scope
-        if scope.breaker is not None:
+        if probe is not None:
+            self._probe = probe  # a remote breaker was asked by the async driver
+        elif scope.breaker is not None:
             try:
                 self._probe = scope.breaker.acquire()
             except CircuitOpenError as error:
@@ -603,8 +651,13 @@ class _Call:
         return timeout
 
     # --------------------------------------------------------------------------- the decision
-    def _finish(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
-        """Record an attempt's outcome and decide (SPEC 1.1); True means: swallow the error, retry."""
+    def _finish(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> _Decision:
+        """Record an attempt's outcome and decide (SPEC 1.1); returns True to swallow the error and retry.
+
+        A generator: it yields an awaitable for each operation on *remote* shared state (a quota or
+        breaker on Redis, ``remote = True``) and receives its result, so that the one decision procedure
+        serves local state (never yields), the async driver (awaits) and the sync driver (local only).
+        """
         retrier = self._retrier
         scope = self._scope
         now = self._clock.now()
@@ -619,11 +672,13 @@ class _Call:
             retrier.events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
         breaker = scope.breaker
         if breaker is not None:
-            if kind.retryable:
-                breaker.record_failure(bool(self._probe))
+            probe, self._probe = bool(self._probe), None
+            if breaker.remote:
+                yield breaker.record_async(success=not kind.retryable, probe=probe)
+            elif kind.retryable:
+                breaker.record_failure(probe)
             else:
-                breaker.record_success(bool(self._probe))
-            self._probe = None
+                breaker.record_success(probe)
         number = attempt.number
         started = attempt._started
         self._records.append(
@@ -640,7 +695,11 @@ class _Call:
         if kind is OutcomeKind.SUCCESS:
             if quota is not None:
                 cost = self._last_cost
-                quota.release(cost if cost is not None else quota.config.initial_try_success_increment)
+                refund = cost if cost is not None else quota.config.initial_try_success_increment
+                if quota.remote:
+                    yield quota.release_async(refund)
+                else:
+                    quota.release(refund)
             self._done = True
             retrier._successes += 1
             return False
@@ -652,7 +711,8 @@ class _Call:
         if quota is not None:
             cost = quota.cost_of(kind)
             if quota.config.circuit_breaker_mode:
-                if not quota.try_acquire(cost):
+                paid = (yield quota.try_acquire_async(cost)) if quota.remote else quota.try_acquire(cost)
+                if not paid:
                     self._last_cost = None
                     return self._give_up(outcome, error, "quota", now)
             else:
@@ -668,7 +728,11 @@ class _Call:
             why = "breaker"
         if why is not None:
             if quota is not None and quota.config.circuit_breaker_mode:
-                quota.release(cost)  # the retry it paid for will not happen
+                # The retry it paid for will not happen.
+                if quota.remote:
+                    yield quota.release_async(cost)
+                else:
+                    quota.release(cost)
             self._quota_wait = 0
             return self._give_up(outcome, error, why, now)
         if quota is not None:
@@ -683,6 +747,10 @@ class _Call:
                 reason=outcome.reason, server_directed=server_directed,
             ))
         return True
+
+    def _decide_sync(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
+        """:meth:`_finish` for the synchronous driver (local state only)."""
+        return _run_sync(self._finish(attempt, outcome, error))
 
     def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int) -> tuple[float, bool]:
         policy = self._policy
@@ -884,6 +952,16 @@ class Attempts(_Call):
                     raise
         if scope.bucket is not None or scope.limiter is not None:
             await self._wait_rate()
+        breaker = scope.breaker
+        if breaker is not None and breaker.remote:
+            try:
+                probe = await breaker.acquire_async()
+            except CircuitOpenError as error:
+                self._give_up_before_attempt(error, "breaker")
+                if self._last_error is not None:
+                    raise error from self._last_error
+                raise
+            return self._start_attempt(delay, probe)
         return self._start_attempt(delay)
 
     async def _wait_quota(self) -> None:
@@ -923,6 +1001,12 @@ class SyncAttempts(_Call):
     def __init__(
         self, retrier: Retrier, scope: _Scope, policy: RetryPolicy, *, lock: AbstractContextManager[Any] | None = None
     ) -> None:
+        for part in (scope.quota, scope.breaker, scope.limiter, scope.bucket):
+            if getattr(part, "remote", False):
+                raise TypeError(
+                    f"{type(part).__name__} keeps its state on a remote server, which needs the async driver; "
+                    "use asyncretry.Attempts / AsyncRetryTransport"
+                )
         super().__init__(retrier, scope, policy)
         # Threads share the scope's quota, limiter and breaker: every decision on them takes the lock.
         self._lock = lock if lock is not None else nullcontext()
@@ -930,13 +1014,13 @@ class SyncAttempts(_Call):
     def __iter__(self) -> SyncAttempts:
         return self
 
-    def _start_attempt(self, delay: float) -> Attempt:
+    def _start_attempt(self, delay: float, probe: bool | None = None) -> Attempt:
         with self._lock:
-            return super()._start_attempt(delay)
+            return super()._start_attempt(delay, probe)
 
-    def _finish(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
+    def _decide_sync(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
         with self._lock:
-            return super()._finish(attempt, outcome, error)
+            return super()._decide_sync(attempt, outcome, error)
 
     def __next__(self) -> Attempt:
         if self._refused is not None:

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import ClassVar
 
 from .._events import GLOBAL_EVENTS, BreakerStateChanged, EventBus
 from .._exceptions import CircuitOpenError
@@ -261,6 +262,9 @@ class CircuitBreaker:
         "name",
     )
 
+    remote: ClassVar[bool] = False
+    """Whether the state lives on a remote server (Redis): the engine then awaits the ``*_async`` methods."""
+
     def __init__(
         self,
         config: CircuitBreakerConfig | None = None,
@@ -474,3 +478,14 @@ class CircuitBreaker:
                 time=now, source=self.name, old_state=old.value, new_state=self._state.value,
                 reason=reason, break_duration=break_duration,
             ))
+
+    async def acquire_async(self) -> bool:
+        """:meth:`acquire` for the engine's remote-state protocol (remote breakers do I/O here)."""
+        return self.acquire()
+
+    async def record_async(self, *, success: bool, probe: bool) -> None:
+        """Record an outcome, for the engine's remote-state protocol (remote breakers do I/O here)."""
+        if success:
+            self.record_success(probe)
+        else:
+            self.record_failure(probe)

@@ -27,6 +27,7 @@ from asyncio import _get_running_loop  # C-accelerated, returns None instead of 
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import ClassVar
 
 import anyio
 import anyio.lowlevel
@@ -87,11 +88,12 @@ class BucketStatistics:
 class _Waiter:
     """One queued :meth:`AsyncTokenBucket.acquire` call."""
 
-    __slots__ = ("event", "n", "scope", "state")
+    __slots__ = ("event", "n", "scope", "state", "yield_first")
 
     def __init__(self, n: float, event: anyio.Event | None) -> None:
         self.n = n
         self.state = _WAITING
+        self.yield_first = False  # yield once after the grant, to let earlier grants resume first
         # Waiters behind the head wait on ``event``; the head sleeps inside ``scope``.
         self.event = event
         self.scope: anyio.CancelScope | None = None
@@ -129,9 +131,11 @@ class AsyncTokenBucket:
         ValueError: a number is NaN, infinite or out of range (the message names the parameter).
         TypeError: a number is not a real number.
 
-    The uncontended :meth:`acquire` does not yield to the event loop (like :class:`asyncio.Semaphore`):
-    it is a refill and a subtraction. Once a call waits, it is cancellable and leaves no trace when
-    cancelled.
+    An :meth:`acquire` that finds its tokens there and no other call in progress does not yield to the
+    event loop (like :class:`asyncio.Semaphore`): it is a refill and a subtraction. Calls that wait
+    are served, and on asyncio also resume, in the order in which they called; on trio, calls served at
+    the same instant resume in the scheduler's order. A waiting call is cancellable and leaves no trace
+    when cancelled. Like the event loop it runs on, a bucket is not thread-safe.
     """
 
     __slots__ = (
@@ -141,6 +145,7 @@ class AsyncTokenBucket:
         "_clock",
         "_deadlines",
         "_grants",
+        "_in_flight",
         "_last",
         "_max_queued_n",
         "_queue",
@@ -150,10 +155,14 @@ class AsyncTokenBucket:
         "_seq",
         "_timeouts",
         "_tokens",
+        "_unresumed",
         "_waiting",
         "_waits",
         "name",
     )
+
+    remote: ClassVar[bool] = False
+    """Whether the state lives on a remote server (Redis): the engine then awaits the ``*_async`` methods."""
 
     def __init__(
         self,
@@ -178,6 +187,8 @@ class AsyncTokenBucket:
         # The queue may hold waiters that left (cancelled, expired, rejected) behind a live head;
         # they are dropped when they reach the front. The head, queue[0], is always live.
         self._queue: deque[_Waiter] = deque()
+        self._in_flight = 0  # acquire() calls that queued or must yield and have not returned yet
+        self._unresumed = 0  # queued calls served whose tasks have not resumed yet
         self._waiting = 0
         self._queued_tokens = 0.0  # sum of n over live waiters, for predicted waits
         self._max_queued_n = 0.0  # upper bound of n over live waiters
@@ -264,7 +275,7 @@ class AsyncTokenBucket:
         """
         if timeout is not None:
             timeout = check_seconds("timeout", timeout, allow_inf=True)
-        if n > 0 and not self._queue:
+        if n > 0 and not self._in_flight:
             # The uncontended path, kept to a refill and a subtraction on purpose. ``n > capacity``
             # needs no test here: the tokens never exceed the capacity, so it falls through to the
             # checks below (as does NaN).
@@ -387,30 +398,40 @@ class AsyncTokenBucket:
         queue = self._queue
         if not queue and self._enough(n):
             self._take(n)
-            return
-        if timeout is not None:
-            wait = self._predicted_wait(n)
-            if wait > timeout:
-                self._timeouts += 1
-                raise RateLimitTimeout(name=self.name, wait=wait, timeout=timeout)
-        waiter = _Waiter(n, anyio.Event() if queue else None)
-        queue.append(waiter)
-        self._waiting += 1
-        self._waits += 1
-        self._queued_tokens += n
-        if n > self._max_queued_n:
-            self._max_queued_n = n
-        if timeout is not None and timeout < math.inf:
-            heapq.heappush(self._deadlines, (now + timeout, next(self._seq), waiter))
+            if not self._unresumed:
+                return
+            # Calls granted just before this one have not resumed yet. They came first, so they
+            # should also go first: yield once (below) instead of returning straight away.
+            waiter = _Waiter(n, None)
+            waiter.state = _GRANTED
+            waiter.yield_first = True
+            queued = False
+        else:
+            if timeout is not None:
+                wait = self._predicted_wait(n)
+                if wait > timeout:
+                    self._timeouts += 1
+                    raise RateLimitTimeout(name=self.name, wait=wait, timeout=timeout)
+            waiter = self._enqueue(n, None if timeout is None else now + timeout)
+            queued = True
+        self._in_flight += 1
         done = False
         try:
-            await self._wait(waiter)
+            if queued:
+                await self._wait(waiter)
             if waiter.state == _GRANTED:
-                # A cancellation that raced the grant (trio delivers it only at the next checkpoint)
-                # is honoured here, while the tokens can still be put back.
-                await anyio.lowlevel.checkpoint_if_cancelled()
+                if waiter.yield_first:
+                    await anyio.lowlevel.checkpoint()
+                else:
+                    # A cancellation that raced the grant (trio, and anyio on asyncio once the wait
+                    # is over, deliver it only at the next checkpoint) is honoured here, while the
+                    # tokens can still be put back.
+                    await anyio.lowlevel.checkpoint_if_cancelled()
             done = True
         finally:
+            self._in_flight -= 1
+            if queued and waiter.state == _GRANTED:
+                self._unresumed -= 1
             if not done:
                 self._abandon(waiter)
         if waiter.state == _EXPIRED:
@@ -422,6 +443,19 @@ class AsyncTokenBucket:
                 f"n must be <= {self._capacity:g} (the capacity, lowered while the call was queued), got {n!r}"
             )
 
+    def _enqueue(self, n: float, deadline: float | None) -> _Waiter:
+        queue = self._queue
+        waiter = _Waiter(n, anyio.Event() if queue else None)
+        queue.append(waiter)
+        self._waiting += 1
+        self._waits += 1
+        self._queued_tokens += n
+        if n > self._max_queued_n:
+            self._max_queued_n = n
+        if deadline is not None and deadline < math.inf:
+            heapq.heappush(self._deadlines, (deadline, next(self._seq), waiter))
+        return waiter
+
     async def _wait(self, waiter: _Waiter) -> None:
         clock = self._clock
         queue = self._queue
@@ -431,8 +465,12 @@ class AsyncTokenBucket:
                 await waiter.event.wait()  # set when served, or when this waiter becomes the head
                 continue
             now = clock.now()
+            granted_before = self._unresumed
             self._serve(now)
             if waiter.state != _WAITING:
+                # Served in its own task, without a trip through the scheduler: calls served before
+                # it that have not resumed yet must not be overtaken.
+                waiter.yield_first = granted_before > 0
                 break
             delay = (waiter.n - self._tokens) / self._rate if self._rate > 0 else math.inf
             if self._deadlines:
@@ -485,6 +523,7 @@ class AsyncTokenBucket:
                 return
             queue.popleft()
             self._take(waiter.n)
+            self._unresumed += 1
             self._unlink(waiter, _GRANTED)
 
     def _expire_due(self, now: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import ClassVar
 
 from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
@@ -97,6 +98,9 @@ class AdaptiveRateLimiter:
         "_waits",
         "name",
     )
+
+    remote: ClassVar[bool] = False
+    """Whether the state lives on a remote server (Redis): the engine then awaits the ``*_async`` methods."""
 
     def __init__(
         self,

@@ -171,6 +171,9 @@ class RetryQuota:
         "name",
     )
 
+    remote: ClassVar[bool] = False
+    """Whether the state lives on a remote server (Redis): the engine then awaits the ``*_async`` methods."""
+
     def __init__(
         self,
         config: RetryQuotaConfig | None = None,
@@ -366,3 +369,11 @@ class RetryQuota:
             self._events.emit(QuotaRestored(
                 time=self._clock.now(), source=self.name, available=self.available,
             ))
+
+    async def try_acquire_async(self, n: float) -> bool:
+        """:meth:`try_acquire` for the engine's remote-state protocol (remote quotas do I/O here)."""
+        return self.try_acquire(n)
+
+    async def release_async(self, n: float) -> None:
+        """:meth:`release` for the engine's remote-state protocol (remote quotas do I/O here)."""
+        self.release(n)
