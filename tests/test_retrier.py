@@ -347,7 +347,7 @@ class SpyLimiter(AdaptiveRateLimiter):
         self.log.append("acquire")
         await super().acquire(timeout=timeout)
 
-    def update(self, throttled: bool, *, reason: str = "throttling") -> None:
+    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
         self.log.append(f"update({throttled})")
         super().update(throttled, reason=reason)
 

@@ -179,6 +179,8 @@ class BackendRecovered(Event):
 
 Listener = Callable[[Event], None]
 
+_LISTENING = [0]  # listeners subscribed on all buses together: zero makes wants() one logger check
+
 
 class EventBus:
     """Delivers events to its listeners, then to its parent bus.
@@ -198,19 +200,27 @@ class EventBus:
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Add ``listener``; returns a function that removes it again."""
         self._listeners = (*self._listeners, listener)
+        _LISTENING[0] += 1
 
         def unsubscribe() -> None:
+            before = len(self._listeners)
             self._listeners = tuple(x for x in self._listeners if x is not listener)
+            _LISTENING[0] -= before - len(self._listeners)
 
         return unsubscribe
 
     def wants(self, event_type: type[Event]) -> bool:
         """Whether an event of this type would reach anyone (a listener or the logger)."""
-        if self._listeners:
-            return True
-        if self._parent is not None:
-            return self._parent.wants(event_type)
-        return self._log and logger.isEnabledFor(event_type.level)
+        if not _LISTENING[0]:  # no bus anywhere has a listener: only the logger can want it
+            return logger.isEnabledFor(event_type.level)
+        bus: EventBus | None = self
+        while bus is not None:
+            if bus._listeners:
+                return True
+            if bus._parent is None:
+                return bus._log and logger.isEnabledFor(event_type.level)
+            bus = bus._parent
+        return False
 
     def emit(self, event: Event) -> None:
         """Deliver ``event`` to every listener of this bus and its ancestors; never raises."""

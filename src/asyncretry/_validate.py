@@ -39,9 +39,19 @@ def check_number(
         TypeError: ``value`` is not a real number (``bool`` is refused too).
         ValueError: ``value`` is NaN, infinite (unless ``allow_inf``) or out of range.
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    kind = type(value)
+    if kind is float or kind is int:  # the hot path: no isinstance chain, no message formatting
+        number = float(value)  # type: ignore[arg-type]
+        if (
+            number == number  # not NaN
+            and (allow_inf or -math.inf < number < math.inf)
+            and (low is None or number > low or (not low_open and number == low))
+            and (high is None or number < high or (not high_open and number == high))
+        ):
+            return number
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    number = float(value)
+    number = float(value)  # type: ignore[arg-type]  # a real number: checked just above
     allowed = _range_text(low, high, low_open, high_open)
     if math.isnan(number) or (math.isinf(number) and not allow_inf):
         raise ValueError(f"{name} must be a finite number {allowed}, got {value!r}")

@@ -150,7 +150,7 @@ class RetrierStatistics:
 class _Scope:
     """The shared state of one scope (one resource): quota, limiter, breaker, fixed rate limit."""
 
-    __slots__ = ("breaker", "bucket", "key", "last_used", "limiter", "quota")
+    __slots__ = ("breaker", "bucket", "key", "last_used", "limiter", "plain", "quota", "remote")
 
     def __init__(
         self,
@@ -167,6 +167,9 @@ class _Scope:
         self.breaker = breaker
         self.bucket = bucket
         self.last_used = now
+        self.remote = any(getattr(part, "remote", False) for part in (quota, limiter, breaker, bucket))
+        # Nothing to wait for before a first attempt: the async driver starts it without awaiting.
+        self.plain = bucket is None and limiter is None and not (breaker is not None and breaker.remote)
 
     def busy(self) -> bool:
         """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""
@@ -255,10 +258,11 @@ class Retrier:
         self._evicted = 0
 
     # ------------------------------------------------------------------------------------ scopes
-    def _scope(self, key: str) -> _Scope:
+    def _scope(self, key: str, now: float | None = None) -> _Scope:
         scopes = self._scopes
         scope = scopes.get(key)
-        now = self._clock.now()
+        if now is None:
+            now = self._clock.now()
         if scope is None:
             if len(scopes) >= self._max_scopes or now >= self._sweep_at:
                 self._sweep(now)
@@ -320,7 +324,8 @@ class Retrier:
             policy: a policy for this call only (its backoff, attempts, classification, deadlines);
                 the scope's shared state still comes from the retrier's policy.
         """
-        return Attempts(self, self._scope(scope), policy if policy is not None else self.policy)
+        now = self._clock.now()
+        return Attempts(self, self._scope(scope, now), policy if policy is not None else self.policy, now)
 
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``await fn(*args, **kwargs)`` with retries in the default scope and return its result.
@@ -343,7 +348,8 @@ class Retrier:
     async def _call(
         self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> T:
-        attempts = Attempts(self, self._scope(scope), self.policy)
+        now = self._clock.now()
+        attempts = Attempts(self, self._scope(scope, now), self.policy, now)
         result: T = _NOT_SET
         async for attempt in attempts:
             async with attempt:
@@ -404,7 +410,7 @@ class Attempt:
         self.result: Any = _NOT_SET
         self._marked: Outcome | None = None
         self._scope: anyio.CancelScope | None = None
-        self._started = 0.0
+        self._started = -1.0  # read from the clock on entry (set earlier when already known)
 
     def retry_result(
         self,
@@ -461,7 +467,10 @@ class Attempt:
 
     async def __aenter__(self) -> Attempt:
         call = self._call
-        self._started = call._clock.now()
+        if self._started < 0.0:
+            self._started = call._clock.now()
+        if call._deadline_at == math.inf and call._policy.attempt_timeout is None:
+            return self
         timeout = call._attempt_timeout(self._started)
         if timeout is not None:
             self._scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
@@ -485,12 +494,15 @@ class Attempt:
         if exc is not None and not isinstance(exc, Exception):
             call._abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
             return False
-        retry = await _run_async(call._finish(self, self._outcome(exc), exc))
-        await call._after_finish_async()
+        decision = call._finish(self, self._outcome(exc), exc)
+        retry = await _run_async(decision) if call._scope.remote else _run_sync(decision)
+        if call._hook is not None or call._raise is not None:
+            await call._after_finish_async()
         return retry
 
     def __enter__(self) -> Attempt:
-        self._started = self._call._clock.now()
+        if self._started < 0.0:
+            self._started = self._call._clock.now()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
@@ -507,68 +519,46 @@ class Attempt:
 
 
 class _Call:
-    """The state and the decisions of one call; the async and sync drivers only do the waiting."""
+    """The state and the decisions of one call; the async and sync drivers only do the waiting.
 
-    __slots__ = (
-        "_clock",
-        "_current",
-        "_deadline_at",
-        "_delay",
-        "_delays",
-        "_done",
-        "_hook",
-        "_last_cost",
-        "_last_error",
-        "_last_timeout",
-        "_max_attempts",
-        "_no_wait",
-        "_policy",
-        "_previous_delay",
-        "_probe",
-        "_quota_wait",
-        "_raise",
-        "_records",
-        "_refused",
-        "_retrier",
-        "_scope",
-        "_started",
-        "gave_up",
-        "number",
-        "outcome",
-    )
+    Per-call objects are made for every call, so the fields that start at a constant are class
+    attributes (written on the instance only once they change): the success path stays short.
+    """
 
-    def __init__(self, retrier: Retrier, scope: _Scope, policy: RetryPolicy) -> None:
+    # Defaults shared by all calls until a call changes its own copy.
+    number = 0
+    gave_up: str | None = None
+    outcome: Outcome | None = None
+    _delay = 0.0
+    _previous_delay: float | None = None
+    _last_cost: int | None = None
+    _quota_wait = 0
+    _probe: bool | None = None
+    _current: Attempt | None = None
+    _done = False
+    _no_wait = False
+    _last_error: BaseException | None = None
+    _last_timeout = 0.0
+    _hook: GiveUpInfo | None = None
+    _raise: tuple[BaseException, BaseException | None] | None = None
+    _refused: Exception | None = None
+    _delays: tuple[float, ...] | list[float] = ()  # index i: the delay after attempt i + 1
+
+    def __init__(self, retrier: Retrier, scope: _Scope, policy: RetryPolicy, now: float | None = None) -> None:
         self._retrier = retrier
         self._scope = scope
         self._policy = policy
-        self._clock = retrier._clock
-        self._started = now = self._clock.now()
-        deadline = _seconds(policy.deadline)
-        self._deadline_at = now + deadline if deadline is not None else math.inf
+        self._clock = clock = retrier._clock
+        self._started = now = clock.now() if now is None else now
+        deadline = policy.deadline
+        self._deadline_at = now + deadline if deadline is not None else math.inf  # type: ignore[operator]
         self._max_attempts = policy.max_attempts
-        self._no_wait = False
         test = current_test_mode()
         if test is not None:
             self._no_wait = test.no_wait
             if test.max_attempts is not None:
                 self._max_attempts = min(self._max_attempts, test.max_attempts)
-        self.number = 0
-        self._delay = 0.0
-        self._previous_delay: float | None = None
-        self._last_cost: int | None = None
-        self._quota_wait = 0
-        self._probe: bool | None = None
-        self._current: Attempt | None = None
-        self._done = False
         self._records: list[tuple[int, float, float, OutcomeKind, str, str | None]] = []
-        self._delays: list[float] = []  # index i: the delay after attempt i + 1
-        self._last_error: BaseException | None = None
-        self._last_timeout = 0.0
-        self._hook: GiveUpInfo | None = None
-        self._raise: tuple[BaseException, BaseException | None] | None = None
-        self._refused: Exception | None = None
-        self.gave_up: str | None = None
-        self.outcome: Outcome | None = None
         retrier._calls += 1
         quota = scope.quota
         if quota is not None:
@@ -667,7 +657,10 @@ class _Call:
         if error is not None:
             self._last_error = error
         if scope.limiter is not None:
-            scope.limiter.update(kind is OutcomeKind.THROTTLING, reason=outcome.reason)
+            # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to.
+            scope.limiter.update(
+                kind is OutcomeKind.THROTTLING, reason=outcome.reason, sent_at=attempt._started
+            )
         elif kind is OutcomeKind.THROTTLING and retrier.events.wants(Throttled):
             retrier.events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
         breaker = scope.breaker
@@ -739,7 +732,10 @@ class _Call:
             self._last_cost = cost
         self._delay = delay
         self._previous_delay = delay
-        self._delays.append(delay)
+        if self._delays:
+            self._delays.append(delay)  # type: ignore[union-attr]
+        else:
+            self._delays = [delay]
         retrier._retries += 1
         if events.wants(RetryScheduled):
             events.emit(RetryScheduled(
@@ -919,8 +915,6 @@ class Attempts(_Call):
     :attr:`outcome` is the last outcome and :meth:`history` the full record.
     """
 
-    __slots__ = ()
-
     def __aiter__(self) -> Attempts:
         return self
 
@@ -931,6 +925,15 @@ class Attempts(_Call):
             raise refused
         if not self._check_next():
             raise StopAsyncIteration
+        scope = self._scope
+        if not self.number and scope.plain:
+            try:
+                attempt = self._start_attempt(0.0)
+            except Exception:
+                await self._after_finish_async()  # refused (breaker open): run on_give_up, then raise
+                raise
+            attempt._started = self._started  # nothing was waited for: the attempt starts with the call
+            return attempt
         try:
             return await self._next_attempt()
         except Exception:
@@ -995,8 +998,6 @@ class SyncAttempts(_Call):
     The same decisions as :class:`Attempts`; waits block the thread with :func:`time.sleep`.
     Used by :class:`asyncretry.httpx.RetryTransport`.
     """
-
-    __slots__ = ("_lock",)
 
     def __init__(
         self, retrier: Retrier, scope: _Scope, policy: RetryPolicy, *, lock: AbstractContextManager[Any] | None = None

@@ -369,7 +369,7 @@ class AsyncTokenBucket:
         tokens = self._tokens + elapsed * self._rate if elapsed > 0 else self._tokens
         return (
             f"<AsyncTokenBucket {self.name!r} rate={self._rate:g}/s capacity={self._capacity:g} "
-            f"available={min(tokens, self._capacity):.3g} waiting={self._waiting}>"
+            f"available={min(tokens, self._capacity):g} waiting={self._waiting}>"
         )
 
     # --- internals
@@ -377,8 +377,11 @@ class AsyncTokenBucket:
     def _check_n(self, n: float) -> float:
         return check_number("n", n, low=0.0, low_open=True, high=self._capacity)
 
+    def _slack(self, n: float) -> float:
+        return self._rate * _SLACK_SECONDS + n * _SLACK_RELATIVE
+
     def _enough(self, n: float) -> bool:
-        return self._tokens + self._rate * _SLACK_SECONDS + n * _SLACK_RELATIVE >= n
+        return self._tokens + self._slack(n) >= n
 
     def _take(self, n: float) -> None:
         tokens = self._tokens - n
@@ -388,7 +391,7 @@ class AsyncTokenBucket:
 
     def _predicted_wait(self, n: float) -> float:
         needed = self._queued_tokens + n - self._tokens
-        if needed <= self._rate * _SLACK_SECONDS + n * _SLACK_RELATIVE:
+        if needed <= self._slack(n):
             return 0.0
         return needed / self._rate if self._rate > 0 else math.inf
 
@@ -559,6 +562,10 @@ class AsyncTokenBucket:
 
     def _put_back(self, n: float) -> None:
         now = self._clock.now()
+        if not self._queue:  # the common case (a quota refund on success): nobody to serve
+            self._refill(now)
+            self._tokens = min(self._capacity, self._tokens + n)
+            return
         self._serve(now)
         self._tokens = min(self._capacity, self._tokens + n)
         self._serve(now)

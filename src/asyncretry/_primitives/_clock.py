@@ -11,7 +11,8 @@ import random
 import time
 from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from threading import get_ident
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
@@ -57,15 +58,26 @@ class AnyioClock:
     """The default clock: the running event loop's time, asyncio's or trio's.
 
     ``anyio.current_time()`` costs about 2 us a call because it looks the backend up each time; this
-    reads ``loop.time()`` directly under asyncio (about 0.1 us) and ``trio.current_time()`` under trio.
+    reads ``loop.time()`` directly under asyncio (the running loop is cached per thread) and
+    ``trio.current_time()`` under trio.
     Outside any event loop it falls back to :func:`time.monotonic`, which is what asyncio's loop uses.
     """
 
-    __slots__ = ()
+    __slots__ = ("_loop",)
+
+    def __init__(self) -> None:
+        self._loop: Any = None
 
     def now(self) -> float:
+        # On Python 3.11 asyncio._get_running_loop() costs more than the clock read itself (it checks
+        # the process id), so remember the last loop seen: while a loop runs, its ``_thread_id`` is the
+        # running thread, and only one loop can run in a thread at a time.
+        loop = self._loop
+        if loop is not None and getattr(loop, "_thread_id", None) == get_ident():
+            return loop.time()  # type: ignore[no-any-return]
         loop = _get_running_loop()
         if loop is not None:
+            self._loop = loop
             return loop.time()
         return _trio_time()
 

@@ -31,7 +31,7 @@ __all__ = [
     "new_rate_controller",
 ]
 
-PROFILES = ("aws",)
+PROFILES = ("aws", "asyncretry")
 """The accepted values of :attr:`AdaptiveLimiterConfig.profile`."""
 
 
@@ -230,7 +230,7 @@ class RateController(Protocol):
     @property
     def last_throttle_time(self) -> float: ...
 
-    def update(self, now: float, throttled: bool) -> None: ...
+    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None: ...
 
 
 class AwsRateController:
@@ -277,8 +277,11 @@ class AwsRateController:
     def last_throttle_time(self) -> float:
         return self._cubic.last_throttle_time
 
-    def update(self, now: float, throttled: bool) -> None:
-        """Feed one response received at ``now``; recomputes ``fill_rate`` and ``max_capacity``."""
+    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
+        """Feed one response received at ``now``; recomputes ``fill_rate`` and ``max_capacity``.
+
+        ``sent_at`` is accepted for the common interface and ignored: the SDKs do not use it.
+        """
         measured = self._meter.record(now)
         if throttled:
             # Once enabled, the bucket's rate is what we were really allowed to send at.
@@ -311,3 +314,157 @@ def new_rate_controller(config: AdaptiveLimiterConfig, start: float) -> RateCont
 def _seconds(value: float | timedelta) -> float:
     # The config normalizes durations to floats in __post_init__; this only narrows the type.
     return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+# ---------------------------------------------------------------- EXPERIMENT (to be cleaned up)
+_TUNING: dict[str, float] = {
+    "window": 1.0,
+    "min_span": 0.25,
+    "beta": 0.9,
+    "k": 2.0,
+    "fast_margin": 0.15,
+    "doubling": 0.5,
+    "burst_time": 0.1,
+    "slot": 0.05,
+    "growth": 2.0,
+    "startup_window": 1.0,
+    "outage_resume": 0.9,
+}
+
+
+class _SlotCounter:
+    """Counts events in fixed time slots over a trailing horizon."""
+
+    __slots__ = ("_counts", "_first", "_n", "_width")
+
+    def __init__(self, width: float, horizon: float, start: float) -> None:
+        self._width = width
+        self._n = max(2, math.ceil(horizon / width) + 1)
+        self._counts = [0] * self._n
+        self._first = math.floor(start / width) - self._n + 1  # the newest slot is the current one
+
+    def _advance(self, index: int) -> None:
+        newest = self._first + self._n - 1
+        if index <= newest:
+            return
+        shift = index - newest
+        if shift >= self._n:
+            self._counts = [0] * self._n
+        else:
+            del self._counts[:shift]
+            self._counts.extend([0] * shift)
+        self._first += shift
+
+    def add(self, now: float) -> None:
+        index = math.floor(now / self._width)
+        self._advance(index)
+        if index >= self._first:
+            self._counts[index - self._first] += 1
+
+    def rate(self, now: float, span: float) -> float:
+        """Events per second over the trailing ``span`` seconds (whole slots)."""
+        index = math.floor(now / self._width)
+        self._advance(index)
+        slots = max(1, min(self._n, round(span / self._width)))
+        # The current slot is partial: count it, and the span ends now.
+        total = sum(self._counts[self._n - slots :])
+        covered = (slots - 1) * self._width + (now - index * self._width)
+        return total / covered if covered > 0 else 0.0
+
+
+class AsyncretryRateController:
+    """EXPERIMENTAL."""
+
+    def __init__(self, config: AdaptiveLimiterConfig, start: float) -> None:
+        p = _TUNING
+        self._p = p
+        self._min_fill = config.min_fill_rate
+        self._min_capacity = config.min_capacity
+        self._good = _SlotCounter(p["slot"], max(p["window"], p["startup_window"]) + 1, start)
+        self._sent = _SlotCounter(p["slot"], max(p["window"], p["startup_window"]) + 1, start)
+        self._start = start
+        self.enabled = False
+        self.fill_rate = config.min_fill_rate
+        self.max_capacity = config.min_capacity
+        self.last_max_rate = 0.0
+        self.last_throttle_time = start
+        self._decreased_at = -math.inf
+        self._mode = "recover"
+        self._fast_from = 0.0
+        self._fast_rate = 0.0
+        self.events = 0
+
+    @property
+    def measured_rate(self) -> float:
+        return 0.0
+
+    def _set(self, rate: float) -> None:
+        rate = max(rate, self._min_fill)
+        self.fill_rate = rate
+        self.max_capacity = max(rate * self._p["burst_time"], self._min_capacity)
+
+    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
+        p = self._p
+        self._sent.add(now)
+        if not throttled:
+            self._good.add(now)
+            if not self.enabled:
+                return
+            if self._mode == "outage":
+                self._mode = "recover"
+                self._decreased_at = now
+                self.last_throttle_time = now
+                self._set(p["outage_resume"] * self.last_max_rate)
+                return
+            self._grow(now)
+            return
+        if not self.enabled:
+            self.enabled = True
+            rate = self._good.rate(now, p["startup_window"])
+            self._decreased_at = now
+            self.last_throttle_time = now
+            self.last_max_rate = rate
+            self._mode = "fast"
+            self._fast_from = now
+            self._fast_rate = max(rate, self._min_fill)
+            self._set(rate)
+            self.events += 1
+            return
+        # one decrease per congestion event
+        if sent_at is not None:
+            if sent_at < self._decreased_at:
+                return
+        elif now - self._decreased_at < 0.1:
+            return
+        span = min(max(now - self._decreased_at, p["min_span"]), p["window"])
+        estimate = self._good.rate(now, span)
+        self.events += 1
+        self._decreased_at = now
+        self.last_throttle_time = now
+        if estimate <= 0.0:
+            self._mode = "outage"
+            self._set(self._min_fill)
+            return
+        self.last_max_rate = estimate
+        self._mode = "recover"
+        self._set(p["beta"] * estimate)
+
+    def _grow(self, now: float) -> None:
+        p = self._p
+        w = self.last_max_rate
+        if self._mode == "recover":
+            if self._good.rate(now, p["window"]) > (1 + p["fast_margin"]) * w:
+                self._mode = "fast"
+                self._fast_from = now
+                self._fast_rate = self.fill_rate
+        if self._mode == "fast":
+            rate = self._fast_rate * 2.0 ** ((now - self._fast_from) / p["doubling"])
+        else:
+            k = p["k"]
+            tau = now - self._decreased_at
+            rate = w * (1.0 + (1.0 - p["beta"]) / k**3 * (tau - k) ** 3)
+        cap = p["growth"] * self._sent.rate(now, p["window"])
+        self._set(max(min(rate, cap), min(self.fill_rate, rate)))
+
+
+_CONTROLLERS["asyncretry"] = AsyncretryRateController  # type: ignore[assignment]

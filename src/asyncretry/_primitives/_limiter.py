@@ -215,13 +215,16 @@ class AdaptiveRateLimiter:
             return 0.0
         return self._bucket.time_until_available(1)
 
-    def update(self, throttled: bool, *, reason: str = "throttling") -> None:
+    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
         """Feed the outcome of one response; adjusts the fill rate. Synchronous, never waits.
 
         Args:
             throttled: whether the response was a throttling error.
             reason: why it counts as a throttle (``"HTTP 429"``, an error code ...), for the
                 :class:`~asyncretry.Throttled` event; default ``"throttling"``.
+            sent_at: when the request was sent, on the limiter's clock (seconds); ``None`` if unknown.
+                The ``"asyncretry"`` profile uses it to tell a new congestion event from the echo of
+                one it already reacted to; the ``"aws"`` profile ignores it.
         """
         now = self._clock.now()
         if not self._anchored:
@@ -232,7 +235,7 @@ class AdaptiveRateLimiter:
         control = self._control
         old_rate = control.fill_rate
         old_capacity = control.max_capacity
-        control.update(now, throttled)
+        control.update(now, throttled, sent_at)
         self._updates += 1
         if throttled:
             self._throttles += 1

@@ -309,9 +309,10 @@ class RetryQuota:
         """
         n = check_number("n", n, low=0.0)
         if n:
-            self._bucket.release(n)
+            self._bucket._put_back(n)  # already validated: skip the bucket's own check (hot path)
             self._released += n
-        self._restore_if_able()
+        if self._exhausted:
+            self._restore_if_able()
 
     def statistics(self) -> QuotaStatistics:
         """Return a snapshot of the quota's tokens and counters."""

@@ -295,6 +295,10 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         except Exception:
             await response.aclose()
             raise
+        if finished:
+            # Read to the end, the stream still holds its connection until it is closed: close it now,
+            # the caller gets the bytes from memory.
+            await response.aclose()
         return _Base._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
 
     async def aclose(self) -> None:
@@ -431,6 +435,8 @@ class RetryTransport(_Base, httpx.BaseTransport):
         except Exception:
             response.close()
             raise
+        if finished:
+            response.close()  # as in the async transport: release the connection now
         return _Base._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
 
     def close(self) -> None:
