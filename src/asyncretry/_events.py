@@ -4,7 +4,14 @@ Every stateful object emits frozen event dataclasses to an :class:`EventBus`. Em
 ``bus.wants(EventType)`` first, so an event costs nothing (not even its construction) when nobody
 listens and the ``asyncretry`` logger would drop it. Buses form a tree: a retrier's bus forwards to the
 global bus (:data:`GLOBAL_EVENTS`), which also writes each event to the ``asyncretry`` logger at the
-event's level with the event's fields as structured ``extra`` data.
+event's level with the event's fields as structured ``extra`` data (``asyncretry_<field>``, plus
+``asyncretry_event``, the class name).
+
+Levels follow one rule: what the operator should act on is a WARNING (a call that retries did not
+save, the retry quota running dry, a circuit opening), what explains it is INFO (each retry, a
+throttle cutting the adaptive rate, a recovery), and per-attempt detail is DEBUG. A call that failed at
+its first attempt with an error that is not retried (every HTTP 404, say) is DEBUG: nothing was retried
+and the caller sees the error. Some classes therefore decide the level per event (:attr:`Event.log_level`).
 
 A listener is a plain callable; an exception it raises is logged and swallowed so that telemetry can
 never break a call.
@@ -47,12 +54,19 @@ class Event:
     Attributes:
         time: when it happened, on the emitter's clock (seconds).
         source: the name of the object or scope that emitted it.
+        level: the highest ``logging`` level an event of this class is logged at (a class attribute).
+            :meth:`EventBus.wants` compares it with the logger's level, so that the check stays cheap.
     """
 
     level: ClassVar[int] = logging.DEBUG
 
     time: float
     source: str
+
+    @property
+    def log_level(self) -> int:
+        """The ``logging`` level of this event (never above the class's :attr:`level`)."""
+        return self.level
 
     def message(self) -> str:
         """A one-line human description, used for the log record."""
@@ -66,7 +80,14 @@ class Event:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptFinished(Event):
-    """One attempt ended; ``outcome`` is the classification (``success``, ``transient``, ...)."""
+    """One attempt ended; ``outcome`` is the classification (``success``, ``transient``, ...). DEBUG.
+
+    Attributes:
+        attempt: the attempt's number (1 for the first).
+        outcome: the :class:`~asyncretry.OutcomeKind` value.
+        reason: why it was classified so (an exception's class name, an error code, ``"HTTP 503"``).
+        duration: seconds the attempt took.
+    """
 
     attempt: int
     outcome: str
@@ -76,7 +97,15 @@ class AttemptFinished(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryScheduled(Event):
-    """A retry will start after ``delay`` seconds (``attempt`` is the number of the attempt that failed)."""
+    """A retry will start after ``delay`` seconds (``attempt`` is the number of the attempt that failed). INFO.
+
+    Attributes:
+        attempt: the number of the attempt that failed.
+        delay: seconds until the retry.
+        outcome: how that attempt failed (an :class:`~asyncretry.OutcomeKind` value).
+        reason: why it was classified so.
+        server_directed: whether ``delay`` came from the server (``Retry-After`` and the like).
+    """
 
     level: ClassVar[int] = logging.INFO
 
@@ -89,7 +118,24 @@ class RetryScheduled(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GaveUp(Event):
-    """The call ended in failure after ``attempts`` attempts; ``why`` says what stopped it."""
+    """The call ended in failure after ``attempts`` attempts; ``why`` says what stopped it.
+
+    Logged at WARNING when retries were made and the call still failed, or when a deadline cut the
+    retries short; at INFO when the retry quota or the circuit breaker refused (their own
+    :class:`QuotaExhausted` / :class:`BreakerStateChanged` warn once per episode, not once per call);
+    at DEBUG when the first attempt was final (``not_retryable``, or ``max_attempts`` with retries
+    disabled): nothing was retried and the caller sees the error.
+
+    Attributes:
+        attempts: attempts made (0 when refused before the first one).
+        why: ``not_retryable``, ``max_attempts``, ``quota``, ``breaker``, ``rate_limit``, ``deadline``
+            or ``server_delay`` (a server-directed delay longer than the time left).
+        outcome: how the last attempt ended (an :class:`~asyncretry.OutcomeKind` value), ``"none"`` if
+            no attempt was made.
+        reason: why the last attempt was classified so; the refusing error's class name if no
+            attempt was made.
+        elapsed: seconds since the call started.
+    """
 
     level: ClassVar[int] = logging.WARNING
 
@@ -99,10 +145,25 @@ class GaveUp(Event):
     reason: str
     elapsed: float
 
+    @property
+    def log_level(self) -> int:
+        """DEBUG for a first attempt that was final, INFO for quota and breaker refusals, else WARNING."""
+        why = self.why
+        if why == "quota" or why == "breaker":
+            return logging.INFO
+        if self.attempts <= 1 and (why == "not_retryable" or why == "max_attempts"):
+            return logging.DEBUG
+        return logging.WARNING
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuotaExhausted(Event):
-    """The retry quota could not pay for a retry: retries stop until it refills."""
+    """The retry quota could not pay for a retry: retries stop until it refills. WARNING, once per episode.
+
+    Attributes:
+        available: tokens left.
+        cost: tokens the refused retry needed.
+    """
 
     level: ClassVar[int] = logging.WARNING
 
@@ -112,7 +173,11 @@ class QuotaExhausted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuotaRestored(Event):
-    """The retry quota can pay for retries again after having been exhausted."""
+    """The retry quota can pay for retries again after having been exhausted. INFO.
+
+    Attributes:
+        available: tokens in the quota now.
+    """
 
     level: ClassVar[int] = logging.INFO
 
@@ -121,16 +186,34 @@ class QuotaRestored(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Throttled(Event):
-    """A response was classified as throttling (the adaptive limiter slows down on it)."""
+    """A response was classified as throttling (the adaptive limiter slows down on it). DEBUG.
 
-    level: ClassVar[int] = logging.INFO
+    Each throttled call also reports a :class:`RetryScheduled` or :class:`GaveUp`, and the limiter's
+    rate cut a :class:`LimiterRateChanged` at INFO: this per-response event is detail.
+
+    Attributes:
+        reason: what made it a throttle (``"HTTP 429"``, an error code ...).
+    """
 
     reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LimiterRateChanged(Event):
-    """The adaptive limiter's fill rate changed (requests per second)."""
+    """The adaptive limiter's fill rate changed (requests per second).
+
+    A cut after a throttle is INFO; CUBIC's growth after each success is DEBUG (it changes the rate
+    on almost every response).
+
+    Attributes:
+        old_rate: the fill rate before, tokens (attempts) per second.
+        new_rate: the fill rate now.
+        measured_rate: the smoothed send rate, requests per second.
+        throttled: whether a throttle caused the change.
+        enabled: whether the limiter limits (it does from the first throttle on).
+    """
+
+    level: ClassVar[int] = logging.INFO
 
     old_rate: float
     new_rate: float
@@ -138,10 +221,24 @@ class LimiterRateChanged(Event):
     throttled: bool
     enabled: bool
 
+    @property
+    def log_level(self) -> int:
+        """INFO for a cut after a throttle, DEBUG for the growth in between."""
+        return logging.INFO if self.throttled and self.new_rate < self.old_rate else logging.DEBUG
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BreakerStateChanged(Event):
-    """The circuit breaker moved from ``old_state`` to ``new_state``."""
+    """The circuit breaker moved from ``old_state`` to ``new_state``.
+
+    WARNING when the circuit opens (or is isolated by hand), INFO when it half-opens or closes again.
+
+    Attributes:
+        old_state: the :class:`~asyncretry.BreakerState` value before.
+        new_state: the state now.
+        reason: what made it move (``"3 consecutive failures"``, ``"2 probes succeeded"`` ...).
+        break_duration: how long it stays open, seconds; ``None`` unless it opened.
+    """
 
     level: ClassVar[int] = logging.WARNING
 
@@ -150,10 +247,19 @@ class BreakerStateChanged(Event):
     reason: str
     break_duration: float | None = None
 
+    @property
+    def log_level(self) -> int:
+        """WARNING when opening or isolated, INFO otherwise."""
+        return logging.WARNING if self.new_state in ("open", "isolated") else logging.INFO
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScopeEvicted(Event):
-    """An idle scope (its quota, limiter and breaker) was evicted to bound memory."""
+    """An idle scope (its quota, limiter and breaker) was evicted to bound memory. DEBUG.
+
+    Attributes:
+        idle_for: seconds since the scope was last used.
+    """
 
     idle_for: float
 
@@ -210,7 +316,7 @@ class EventBus:
         return unsubscribe
 
     def wants(self, event_type: type[Event]) -> bool:
-        """Whether an event of this type would reach anyone (a listener or the logger)."""
+        """Whether an event of this type could reach anyone (a listener, or the logger at the class's level)."""
         if not _LISTENING[0]:  # no bus anywhere has a listener: only the logger can want it
             return logger.isEnabledFor(event_type.level)
         bus: EventBus | None = self
@@ -231,8 +337,10 @@ class EventBus:
                     listener(event)
                 except Exception:
                     logger.exception("asyncretry event listener %r failed on %r", listener, event)
-            if bus._log and logger.isEnabledFor(event.level):
-                logger.log(event.level, "%s", event.message(), extra=_extra(event))
+            if bus._log:
+                level = event.log_level
+                if logger.isEnabledFor(level):
+                    logger.log(level, "%s", event.message(), extra=_extra(event))
             bus = bus._parent
 
     def __repr__(self) -> str:

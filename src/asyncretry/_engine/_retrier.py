@@ -849,9 +849,12 @@ class _Call:
             self._hook = GiveUpInfo(self._scope.key, final, history)
         if retrier.events.wants(GaveUp):
             last = self.outcome
+            # `reason` is a classification, as everywhere else (metrics group by it): the last attempt's,
+            # or the refusal's class name; the refusal's message (token counts ...) would be unbounded.
             retrier.events.emit(GaveUp(
                 time=now, source=self._scope.key, attempts=self.number, why=why,
-                outcome=last.kind.value if last else "none", reason=str(error), elapsed=now - self._started,
+                outcome=last.kind.value if last else "none", reason=last.reason if last else type(error).__name__,
+                elapsed=now - self._started,
             ))
 
     def _abandon(self) -> None:

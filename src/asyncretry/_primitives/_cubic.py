@@ -380,18 +380,22 @@ class AsyncretryRateController:
         self._p = p
         self._min_fill = config.min_fill_rate
         self._min_capacity = config.min_capacity
-        self._good = _SlotCounter(p["slot"], max(p["window"], p["startup_window"]) + 1, start)
-        self._sent = _SlotCounter(p["slot"], max(p["window"], p["startup_window"]) + 1, start)
-        self._start = start
+        horizon = max(p["window"], p["startup_window"]) + 1
+        self._good = _SlotCounter(p["slot"], horizon, start)
+        self._sent = _SlotCounter(p["slot"], horizon, start)
         self.enabled = False
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
         self.last_max_rate = 0.0
         self.last_throttle_time = start
         self._decreased_at = -math.inf
-        self._mode = "recover"
-        self._fast_from = 0.0
-        self._fast_rate = 0.0
+        self._since_ok = 0
+        self._since_throttled = 0
+        self._outage = False
+        self._resume = 0.0
+        self._episode_at = -math.inf
+        self._episode_w = 0.0
+        self._probe_from = 0.0
         self.events = 0
 
     @property
@@ -406,63 +410,73 @@ class AsyncretryRateController:
     def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
         p = self._p
         self._sent.add(now)
+        fresh = sent_at >= self._decreased_at if sent_at is not None else now - self._decreased_at >= 0.1
         if not throttled:
             self._good.add(now)
             if not self.enabled:
                 return
-            if self._mode == "outage":
-                self._mode = "recover"
-                self._decreased_at = now
-                self.last_throttle_time = now
-                self._set(p["outage_resume"] * self.last_max_rate)
+            if fresh:
+                self._since_ok += 1
+            if self._outage:
+                self._outage = False
+                self._start_recovery(now, self._resume)
                 return
             self._grow(now)
             return
         if not self.enabled:
             self.enabled = True
             rate = self._good.rate(now, p["startup_window"])
+            # no capacity known yet: probe upwards from what was served, at once
+            self.last_max_rate = rate
             self._decreased_at = now
             self.last_throttle_time = now
-            self.last_max_rate = rate
-            self._mode = "fast"
-            self._fast_from = now
-            self._fast_rate = max(rate, self._min_fill)
+            self._probe_from = now - p["k"]
+            self._since_ok = self._since_throttled = 0
             self._set(rate)
             self.events += 1
             return
-        # one decrease per congestion event
-        if sent_at is not None:
-            if sent_at < self._decreased_at:
-                return
-        elif now - self._decreased_at < 0.1:
+        if not fresh:
             return
-        span = min(max(now - self._decreased_at, p["min_span"]), p["window"])
-        estimate = self._good.rate(now, span)
+        self._since_throttled += 1
+        short = self._good.rate(now, p["min_span"])
+        long = self._good.rate(now, p["window"])
+        fraction = (self._since_ok + 1) / (self._since_ok + self._since_throttled + 1)
+        estimate = min(max(short, long), self.fill_rate * fraction)
         self.events += 1
-        self._decreased_at = now
-        self.last_throttle_time = now
-        if estimate <= 0.0:
-            self._mode = "outage"
+        if now - self._episode_at > p["window"]:
+            self._episode_w = estimate
+        self._episode_at = now
+        if long <= 0.0:
+            # nothing served for a whole window: an outage, not a lower capacity. Probe at the floor and
+            # come back near the capacity seen before it.
+            self._outage = True
+            self._resume = max(self._resume, self._episode_w) if self._resume else self._episode_w
+            self._decreased_at = now
+            self.last_throttle_time = now
+            self._since_ok = self._since_throttled = 0
             self._set(self._min_fill)
             return
-        self.last_max_rate = estimate
-        self._mode = "recover"
-        self._set(p["beta"] * estimate)
+        self._resume = 0.0
+        self._start_recovery(now, estimate)
+
+    def _start_recovery(self, now: float, w: float) -> None:
+        p = self._p
+        self.last_max_rate = w
+        self._decreased_at = now
+        self.last_throttle_time = now
+        self._since_ok = self._since_throttled = 0
+        self._probe_from = now
+        self._set(p["beta"] * w)
 
     def _grow(self, now: float) -> None:
         p = self._p
         w = self.last_max_rate
-        if self._mode == "recover":
-            if self._good.rate(now, p["window"]) > (1 + p["fast_margin"]) * w:
-                self._mode = "fast"
-                self._fast_from = now
-                self._fast_rate = self.fill_rate
-        if self._mode == "fast":
-            rate = self._fast_rate * 2.0 ** ((now - self._fast_from) / p["doubling"])
+        k = p["k"]
+        tau = now - self._probe_from
+        if tau < k:
+            rate = w * (1.0 - (1.0 - p["beta"]) * (1.0 - tau / k) ** 3)
         else:
-            k = p["k"]
-            tau = now - self._decreased_at
-            rate = w * (1.0 + (1.0 - p["beta"]) / k**3 * (tau - k) ** 3)
+            rate = w * 2.0 ** ((tau - k) / p["doubling"])
         cap = p["growth"] * self._sent.rate(now, p["window"])
         self._set(max(min(rate, cap), min(self.fill_rate, rate)))
 

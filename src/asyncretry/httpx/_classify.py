@@ -119,6 +119,14 @@ class HttpClassifier:
             raise TypeError(f"retry_if_response must be callable or None, got {self.retry_if_response!r}")
         s(self, "_codes", bool(self.throttling_codes or self.transient_codes))
 
+    def plain_success(self, status: int) -> bool:
+        """Whether a status below 400 is a success with nothing to judge (no predicate, not listed)."""
+        return (
+            self.retry_if_response is None
+            and status not in self.transient_statuses
+            and status not in self.throttling_statuses
+        )
+
     # ---------------------------------------------------------------------------- requests
     def is_idempotent(self, request: httpx.Request, opt_in: bool | None = None) -> bool:
         """Whether ``request`` may be sent again after it may have reached the server."""

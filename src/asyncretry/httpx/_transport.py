@@ -30,19 +30,29 @@ __all__ = ["EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "s
 EXTENSION = "asyncretry"
 """The key of asyncretry's entry in ``request.extensions`` (overrides) and ``response.extensions`` (report)."""
 
+_SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
 _OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body"})
 
 ScopeKey = Callable[[httpx.Request], str]
 
 
+_ORIGINS: dict[tuple[bytes, bytes], str] = {}
+
+
 def scope_by_origin(request: httpx.Request) -> str:
     """The default scope of a request: its origin, ``scheme://host:port``."""
     url = request.url
-    port = url.port or (443 if url.scheme == "https" else 80)
-    return f"{url.scheme}://{url.host}:{port}"
+    key = (url.raw_scheme, url.netloc)
+    origin = _ORIGINS.get(key)
+    if origin is None:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        origin = f"{url.scheme}://{url.host}:{port}"
+        if len(_ORIGINS) >= 4096:  # a bounded cache: origins are few, but never let it grow without end
+            _ORIGINS.clear()
+        _ORIGINS[key] = origin
+    return origin
 
 
-@dataclass(frozen=True, slots=True)
 class RetryInfo:
     """What the transport reports in ``response.extensions["asyncretry"]``.
 
@@ -51,14 +61,30 @@ class RetryInfo:
         total_delay: seconds slept between attempts.
         scope: the scope the request belonged to.
         gave_up: why retrying stopped on this (failed) response, or ``None``.
-        history: the full record of the attempts.
+        history: the full record of the attempts (built when first read).
     """
 
-    attempts: int
-    total_delay: float
-    scope: str
-    gave_up: str | None
-    history: RetryHistory
+    __slots__ = ("_call", "_history", "attempts", "gave_up", "scope", "total_delay")
+
+    def __init__(self, call: _Call) -> None:
+        self._call = call
+        self._history: RetryHistory | None = None
+        self.attempts = call.number
+        self.total_delay = call.total_delay
+        self.scope = call._scope.key
+        self.gave_up = call.gave_up
+
+    @property
+    def history(self) -> RetryHistory:
+        if self._history is None:
+            self._history = self._call.history()
+        return self._history
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryInfo(attempts={self.attempts}, total_delay={self.total_delay:.3f}, scope={self.scope!r}, "
+            f"gave_up={self.gave_up!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +175,10 @@ class _Base:
         return self.classifier.classify_error(error, idempotent=plan.idempotent, replayable=plan.replay.ok)
 
     def _response_outcome(self, response: httpx.Response, plan: _Plan, body: bytes | None) -> Outcome:
-        code = error_code_of_response(response.headers, body) if response.status_code >= 400 else None
+        status = response.status_code
+        if status < 400 and self.classifier.plain_success(status):
+            return _SUCCESS  # the hot path: no reason string, no header parsing
+        code = error_code_of_response(response.headers, body) if status >= 400 else None
         kind, reason = self.classifier.status_kind(response, code)
         if kind.retryable:
             if not plan.replay.ok:
@@ -174,22 +203,14 @@ class _Base:
 
     @staticmethod
     def _report(response: httpx.Response, call: _Call) -> httpx.Response:
-        history = call.history()
-        info = RetryInfo(
-            attempts=call.number, total_delay=call.total_delay, scope=history.scope,
-            gave_up=call.gave_up, history=history,
-        )
-        response.extensions = {**response.extensions, EXTENSION: info}
+        response.extensions = {**response.extensions, EXTENSION: RetryInfo(call)}
         return response
 
     @staticmethod
     def _peeked(response: httpx.Response, raw: bytes, rest: _Remaining | None) -> tuple[httpx.Response, bytes | None]:
-        """The response re-assembled around the bytes read from it, and the decoded error body."""
-        replaced = httpx.Response(
-            status_code=response.status_code, headers=response.headers,
-            stream=PrefixedStream(raw, rest), extensions=response.extensions,
-        )
-        return replaced, (None if rest is not None else _decoded(response.headers, raw))
+        """The response with the bytes read from it put back in front of its stream, and the decoded body."""
+        response.stream = PrefixedStream(raw, rest)
+        return response, (None if rest is not None else _decoded(response.headers, raw))
 
 
 class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
@@ -271,7 +292,8 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                     if classified is not None:
                         attempt.classify_error(classified)
                     raise
-                self._mark(attempt, outcome)
+                if outcome is not _SUCCESS:
+                    self._mark(attempt, outcome)
             if attempts.retrying and response is not None:
                 await response.aclose()  # a discarded response must not keep its connection
         assert response is not None
@@ -297,8 +319,8 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             raise
         if finished:
             # Read to the end, the stream still holds its connection until it is closed: close it now,
-            # the caller gets the bytes from memory.
-            await response.aclose()
+            # the caller gets the bytes from memory (the response itself stays open for the caller).
+            await stream.aclose()  # type: ignore[union-attr]
         return _Base._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
 
     async def aclose(self) -> None:
@@ -335,6 +357,8 @@ class _Remaining:
 
 def _decoded(headers: httpx.Headers, raw: bytes) -> bytes | None:
     """The error body decoded (gzip, deflate ...), or None when it cannot be."""
+    if "content-encoding" not in headers:
+        return raw
     probe = httpx.Response(200, headers=headers, content=raw)
     try:
         probe.read()
@@ -412,7 +436,8 @@ class RetryTransport(_Base, httpx.BaseTransport):
                     if classified is not None:
                         attempt.classify_error(classified)
                     raise
-                self._mark(attempt, outcome)
+                if outcome is not _SUCCESS:
+                    self._mark(attempt, outcome)
             if attempts.retrying and response is not None:
                 response.close()
         assert response is not None
@@ -436,7 +461,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
             response.close()
             raise
         if finished:
-            response.close()  # as in the async transport: release the connection now
+            stream.close()  # type: ignore[union-attr]  # as in the async transport: release the connection now
         return _Base._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
 
     def close(self) -> None:

@@ -1,0 +1,193 @@
+"""The ``asyncretry`` command: ``demo``, ``schedule`` and ``simulate``.
+
+Only the argument parser lives here, so that ``asyncretry --help`` works without the ``cli`` extra; each
+command's module (and with it httpx, rich, uvicorn, matplotlib) is imported when the command runs.
+
+Exit status: 0 on success, 2 for bad arguments (the message names the argument), 1 for any other error
+(a missing extra, say), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ._args import capacity_schedule, choice_list, integer, number, png_path
+from ._common import CommandError
+
+__all__ = ["UsageError", "main"]
+
+_CONFIGURATIONS = ("none", "naive", "standard", "adaptive")
+_EXTRA_MODULES = {"httpx": "cli", "rich": "cli", "uvicorn": "cli", "matplotlib": "plot"}
+
+
+class UsageError(CommandError):
+    """Arguments that are valid one by one but not together: reported like argparse's errors, exit status 2."""
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _limiter_profiles() -> tuple[str, ...]:
+    from .._primitives._cubic import PROFILES
+
+    return tuple(PROFILES)
+
+
+def _scenarios() -> tuple[str, ...]:
+    from .._simulation import SCENARIOS
+
+    return ("demo", *SCENARIOS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``asyncretry`` command and its subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="asyncretry",
+        description="See what asyncretry does: a live demo, delay schedules, and simulations in virtual time.",
+        epilog="Run 'asyncretry COMMAND --help' for a command's options.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="compare no retries, naive retries, standard and adaptive mode against a live local server",
+        description=(
+            "Start a local HTTP server (127.0.0.1) whose capacity changes over time, that throttles above it\n"
+            "(429 + Retry-After), fails a few requests (503) and has a short outage; drive concurrent clients\n"
+            "through asyncretry's httpx transport in each configuration in turn, and compare them."
+        ),
+        formatter_class=_Formatter,
+    )
+    demo.add_argument("--clients", type=integer(1, 500), default=50, help="concurrent clients")
+    demo.add_argument("--duration", type=number(0.5, 600, unit="s"), default=12.0,
+                      help="seconds per configuration")
+    demo.add_argument("--rate", type=number(0.0, 50, low_open=True), default=2.0,
+                      help="requests per second each client wants")
+    demo.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_CONFIGURATIONS,
+                      help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
+    demo.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")
+    demo.add_argument("--plot", type=png_path, metavar="FILE.png",
+                      help="also draw send rate, capacity and the limiter's fill rate over time (needs matplotlib)")
+    demo.set_defaults(module="_demo", parser=demo)
+
+    schedule = commands.add_parser(
+        "schedule",
+        help="print (and plot) the delays between retries of backoff strategies and presets",
+        description=(
+            "Print the delay before each retry of backoff strategies, the SNS delivery policy's four backoff\n"
+            "functions and the AWS presets: the range jitter can pick from, and with --seed the delays drawn.\n"
+            "POLICY names a strategy, a preset or a group (backoff, sns, aws, all)."
+        ),
+        formatter_class=_Formatter,
+    )
+    from ._policies import GROUPS, POLICY_NAMES
+
+    schedule.add_argument("policies", nargs="*", metavar="POLICY", type=choice_list((*GROUPS, *POLICY_NAMES)),
+                          help="what to show: " + ", ".join((*GROUPS, *POLICY_NAMES)) + " (default: all)")
+    schedule.add_argument("--attempts", type=integer(1, 100), default=8,
+                          help="show the delays after failed attempts 1..N")
+    schedule.add_argument("--seed", type=integer(0, 2**32 - 1), action="append", default=[],
+                          help="also draw the delays with this seed (repeatable)")
+    group = schedule.add_argument_group("backoff parameters (exponential, decorrelated, fixed, linear)")
+    group.add_argument("--initial", type=number(0, 3600, unit="s"), default=1.0,
+                       help="exponential: the first cap; linear: the first delay")
+    group.add_argument("--multiplier", type=number(1, 100), default=2.0, help="exponential growth factor")
+    group.add_argument("--max-delay", type=number(0, 86400, low_open=True, unit="s"), default=20.0,
+                       help="the largest delay")
+    group.add_argument("--base", type=number(0, 3600, low_open=True, unit="s"), default=1.0,
+                       help="decorrelated jitter: the smallest delay")
+    group.add_argument("--increment", type=number(0, 3600, unit="s"), default=1.0, help="linear: the step")
+    group.add_argument("--delay", type=number(0, 3600, unit="s"), default=1.0, help="fixed: the delay")
+    sns = schedule.add_argument_group("SNS delivery policy parameters")
+    sns.add_argument("--min-delay-target", type=number(1, 3600, unit="s"), default=1.0, help="minDelayTarget")
+    sns.add_argument("--max-delay-target", type=number(1, 3600, unit="s"), default=60.0, help="maxDelayTarget")
+    sns.add_argument("--num-retries", type=integer(0, 100), default=8, help="numRetries")
+    sns.add_argument("--no-delay-retries", type=integer(0, 100), default=1, help="numNoDelayRetries")
+    sns.add_argument("--min-delay-retries", type=integer(0, 100), default=1, help="numMinDelayRetries")
+    sns.add_argument("--max-delay-retries", type=integer(0, 100), default=1, help="numMaxDelayRetries")
+    sns.add_argument("--sns-json", metavar="JSON", help="an SNS delivery policy as JSON text, or @FILE to read one "
+                     "(replaces the parameters above)")
+    schedule.add_argument("--plot", type=png_path, metavar="FILE.png", help="also draw the schedules (needs matplotlib)")
+    schedule.set_defaults(module="_schedule", parser=schedule)
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="the demo's comparison in virtual time: minutes of traffic in seconds",
+        description=(
+            "Run the demo's clients and server logic in virtual time (no sockets, no waiting): minutes of\n"
+            "traffic in seconds of compute, to choose settings before production. The server is the demo's\n"
+            "(--scenario demo, scaled to the demand) or one of the adaptive-limiter scenarios, or --capacity."
+        ),
+        formatter_class=_Formatter,
+    )
+    simulate.add_argument("--scenario", choices=_scenarios(), default="demo", help="the server's capacity script")
+    simulate.add_argument("--capacity", type=capacity_schedule, metavar="START:RATE,...",
+                          help="a capacity script instead of --scenario, e.g. 0:100,60:0,65:50 (rate 0: outage)")
+    simulate.add_argument("--duration", type=number(1, 86400, unit="s"),
+                          help="virtual seconds per configuration (default: the scenario's, 120 for demo)")
+    simulate.add_argument("--clients", type=integer(1, 10_000), default=50, help="concurrent clients")
+    simulate.add_argument("--rate", type=number(0.0, 1000, low_open=True), default=2.0,
+                          help="requests per second each client wants")
+    simulate.add_argument("--latency", type=number(0, 60, unit="s"), default=0.02,
+                          help="the server's service time")
+    simulate.add_argument("--transient", type=number(0, 1), default=0.03,
+                          help="the fraction of served requests that fail with 503")
+    simulate.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_CONFIGURATIONS,
+                          help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
+    simulate.add_argument("--profile", type=choice_list(_limiter_profiles()), default=_limiter_profiles(),
+                          help="adaptive limiter profiles to compare, comma-separated, from: "
+                          + ", ".join(_limiter_profiles()))
+    simulate.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")
+    simulate.add_argument("--plot", type=png_path, metavar="FILE.png",
+                          help="also draw send rate, capacity and the limiter's fill rate over time")
+    simulate.set_defaults(module="_simulate", parser=simulate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``asyncretry`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits for --help (0) and for bad arguments (2)
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    if args.command == "schedule":
+        args.policies = [name for names in args.policies for name in names]
+    try:
+        return _dispatch(args)
+    except UsageError as error:
+        sub: argparse.ArgumentParser = args.parser
+        sub.print_usage(sys.stderr)
+        print(f"{sub.prog}: error: {error}", file=sys.stderr)
+        return 2
+    except CommandError as error:
+        print(f"asyncretry {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"asyncretry {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    import importlib
+
+    try:
+        module: Any = importlib.import_module(f"{__name__}.{args.module}")
+        from rich.console import Console
+    except ImportError as error:
+        top = (error.name or "").partition(".")[0]
+        if top in _EXTRA_MODULES:
+            extra = _EXTRA_MODULES[top]
+            raise CommandError(
+                f"needs {top}, which comes with the '{extra}' extra: pip install 'asyncretry[{extra}]'"
+            ) from None
+        raise
+    status: int = module.run(args, Console(highlight=False))
+    return status

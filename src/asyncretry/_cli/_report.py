@@ -1,0 +1,140 @@
+"""How ``demo`` and ``simulate`` show their runs: live progress, the comparison table, the plot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.table import Table
+
+from ._common import percent, pyplot, seconds
+from ._workload import Configuration, RunResult, Tally
+
+__all__ = ["failure_lines", "live_progress", "plot_runs", "results_table"]
+
+
+def _stats(tally: Tally) -> str:
+    text = (
+        f"requests {tally.requests:>6}  ok {tally.succeeded:>6}  failed {tally.failed:>5}  "
+        f"sends {tally.attempts:>6}  429 {percent(tally.throttled_attempts / tally.attempts if tally.attempts else 0):>5}"
+    )
+    if tally.fill_rate is not None:
+        text += f"  limiter {tally.fill_rate:5.1f}/s"
+    return text
+
+
+@contextmanager
+def live_progress(
+    console: Console, configurations: Sequence[Configuration], duration: float, *, unit: str = "s"
+) -> Iterator[Callable[[int], Callable[[Tally], None]]]:
+    """Show one progress line per configuration; yields ``tick_for(index)``, the ``on_tick`` of each run."""
+    progress = Progress(
+        TextColumn("{task.description:<20}"),
+        BarColumn(bar_width=24),
+        TextColumn("{task.completed:>5.1f}/{task.total:.0f} " + unit),
+        TextColumn("{task.fields[stats]}"),
+        console=console,
+        transient=False,
+        refresh_per_second=8,
+    )
+    tasks: list[TaskID] = [
+        progress.add_task(c.name, total=duration, stats="[dim]waiting[/dim]") for c in configurations
+    ]
+
+    def tick_for(index: int) -> Callable[[Tally], None]:
+        task = tasks[index]
+
+        def on_tick(tally: Tally) -> None:
+            progress.update(task, completed=min(tally.elapsed, duration), stats=_stats(tally))
+
+        return on_tick
+
+    with progress:
+        yield tick_for
+        for task in tasks:
+            progress.update(task, completed=duration)
+
+
+def results_table(results: Sequence[RunResult], *, title: str, caption: str | None = None) -> Table:
+    """The comparison table: one row per configuration."""
+    table = Table(title=title, caption=caption, title_style="bold", caption_justify="left")
+    table.add_column("configuration", style="bold")
+    table.add_column("goodput", justify="right")
+    table.add_column("of possible", justify="right")
+    table.add_column("throttled", justify="right")
+    table.add_column("retries", justify="right")
+    table.add_column("amplification", justify="right")
+    table.add_column("breaker trips", justify="right")
+    table.add_column("p50 latency", justify="right")
+    table.add_column("p99 latency", justify="right")
+    table.add_column("failed", justify="right")
+    for r in results:
+        possible = r.possible_goodput
+        share = r.goodput / possible if possible else math.nan
+        table.add_row(
+            r.name,
+            f"{r.goodput:.1f}/s",
+            percent(share),
+            percent(r.throttled_fraction),
+            f"{r.retries}",
+            f"{r.amplification:.2f}x" if r.requests else "-",
+            "-" if r.breaker_trips is None else f"{r.breaker_trips}",
+            seconds(r.latency(0.5)),
+            seconds(r.latency(0.99)),
+            f"{r.failed} ({percent(r.failed / r.requests if r.requests else 0)})",
+        )
+    return table
+
+
+def failure_lines(results: Sequence[RunResult]) -> list[str]:
+    """One line per configuration with failures: what the failed requests ended with."""
+    lines = []
+    for r in results:
+        if r.failures:
+            causes = ", ".join(f"{cause} x{count}" for cause, count in r.failures.items())
+            lines.append(f"{r.name}: {causes}")
+    return lines
+
+
+def plot_runs(results: Sequence[RunResult], path: Path, *, time_label: str = "time (s)") -> None:
+    """Draw, per configuration, the send rate, the goodput, the capacity and the limiter's fill rate over time."""
+    plt = pyplot()
+    rows = len(results)
+    fig, axes = plt.subplots(rows, 1, figsize=(10, 2.4 * rows + 0.6), squeeze=False, sharex=True)
+    top = 0.0
+    for r in results:
+        width = r.trace.bin_width
+        top = max(top, max((n / width for n in r.trace.arrivals), default=0.0),
+                  max(c for _, c in r.scenario.schedule))
+    for row, r in enumerate(results):
+        ax = axes[row][0]
+        width = r.trace.bin_width
+        times = [(k + 0.5) * width for k in range(len(r.trace.arrivals))]
+        for start, end, capacity in r.scenario.segments():
+            if capacity <= 0:
+                ax.axvspan(start, end, color="tab:red", alpha=0.12, lw=0)
+        ax.plot(times, [n / width for n in r.trace.arrivals], color="tab:blue", lw=1.0, label="send rate")
+        ax.plot(times, [n / width for n in r.trace.ok], color="tab:green", lw=1.0, label="goodput")
+        steps = [(s, c) for s, _, c in r.scenario.segments()] + [(r.scenario.duration, r.scenario.schedule[-1][1])]
+        ax.step([s for s, _ in steps], [c for _, c in steps], where="post", color="black", ls="--", lw=1.2,
+                label="capacity")
+        if any(not math.isnan(f) for f in r.fill_rate):
+            ax.plot([(k + 1) * width for k in range(len(r.fill_rate))], r.fill_rate, color="tab:orange", lw=1.4,
+                    label="limiter fill rate")
+        ax.set_ylim(0, top * 1.1 + 1)
+        ax.set_xlim(0, r.scenario.duration)
+        ax.set_ylabel("requests/s")
+        ax.set_title(
+            f"{r.name}: goodput {r.goodput:.1f}/s, {percent(r.throttled_fraction)} of sends throttled, "
+            f"amplification {r.amplification:.2f}x, {r.failed} failed",
+            fontsize=9, loc="left",
+        )
+        ax.legend(loc="upper left", fontsize=7, ncols=4)
+    axes[-1][0].set_xlabel(time_label)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,313 @@
+"""The demo's workload: clients that each want a request every so often, through one retry configuration.
+
+``asyncretry demo`` runs it against the real HTTP server in real time, ``asyncretry simulate`` against the
+same server logic in memory and in virtual time; both measure the same figures (:class:`RunResult`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import httpx
+
+from .._engine._history import RetryHistory, history_of
+from .._engine._policy import RetryPolicy
+from .._exceptions import CircuitOpenError, RateLimitTimeout, RetryCapacityExceeded
+from .._primitives._backoff import NoBackoff
+from .._primitives._breaker import CircuitBreakerConfig
+from .._primitives._clock import DEFAULT_CLOCK
+from .._primitives._kinds import OutcomeKind
+from .._primitives._limiter import AdaptiveLimiterConfig
+from .._simulation import Scenario
+from ..httpx import AsyncRetryTransport, RetryInfo
+from ._server import DemoServer, ServerTrace
+
+__all__ = [
+    "CONFIGURATIONS",
+    "DEMO_BREAKER",
+    "Configuration",
+    "RunResult",
+    "Tally",
+    "Workload",
+    "configurations",
+    "run_configuration",
+]
+
+CONFIGURATIONS = ("none", "naive", "standard", "adaptive")
+"""The configurations the demo compares, by their command-line names."""
+
+DEMO_BREAKER = CircuitBreakerConfig(
+    failure_ratio=0.9, minimum_throughput=20, sampling_duration=2.0, break_duration=1.0
+)
+"""The breaker of the standard and adaptive configurations: trips when 90% of the last 2 s failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """One client configuration: a name for the table, the retry policy, one line of explanation."""
+
+    name: str
+    policy: RetryPolicy
+    description: str
+
+
+def configurations(names: Sequence[str], *, profiles: Sequence[str] = ("aws",)) -> list[Configuration]:
+    """The named configurations, in order; ``adaptive`` gives one per limiter profile."""
+    result: list[Configuration] = []
+    for name in names:
+        if name == "none":
+            result.append(Configuration(
+                "no retries", RetryPolicy(mode="legacy", quota=False, max_attempts=1), "one attempt per request"
+            ))
+        elif name == "naive":
+            result.append(Configuration(
+                "naive retries",
+                RetryPolicy(mode="legacy", quota=False, max_attempts=5, backoff=NoBackoff(), honour_server_delay=False),
+                "up to 5 attempts at once: no backoff, no jitter, no quota, Retry-After ignored",
+            ))
+        elif name == "standard":
+            result.append(Configuration(
+                "standard", RetryPolicy.aws_standard(breaker=DEMO_BREAKER),
+                "AWS standard mode: 3 attempts, jittered backoff, Retry-After, retry quota; and a breaker",
+            ))
+        elif name == "adaptive":
+            for profile in profiles:
+                label = "adaptive" if len(profiles) == 1 else f"adaptive ({profile})"
+                result.append(Configuration(
+                    label,
+                    RetryPolicy.aws_adaptive(breaker=DEMO_BREAKER, limiter=AdaptiveLimiterConfig(profile=profile)),
+                    f"standard plus the CUBIC client-side rate limiter (profile {profile!r})",
+                ))
+        else:
+            raise ValueError(f"configuration must be one of {', '.join(CONFIGURATIONS)}, got {name!r}")
+    return result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """What the clients do.
+
+    Attributes:
+        clients: concurrent clients.
+        rate: requests per second each client wants; a client whose request took longer than ``1 / rate``
+            sends its next one at once.
+        duration: seconds per configuration.
+        seed: the seed of the retry jitter and of the server's transient failures.
+    """
+
+    clients: int
+    rate: float
+    duration: float
+    seed: int = 0
+
+    @property
+    def demand(self) -> float:
+        """Requests per second all clients want together."""
+        return self.clients * self.rate
+
+
+@dataclass(slots=True)
+class Tally:
+    """Running counters of one configuration, read by the progress display while it runs."""
+
+    elapsed: float = 0.0
+    requests: int = 0
+    succeeded: int = 0
+    attempts: int = 0
+    throttled_attempts: int = 0
+    fill_rate: float | None = None
+    failures: Counter[str] = field(default_factory=Counter)
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return self.requests - self.succeeded
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """The figures of one configuration's run.
+
+    Attributes:
+        name: the configuration's name.
+        scenario: the server's capacity script.
+        workload: what the clients did.
+        requests: requests that finished (the ones still in flight at the end are left out).
+        succeeded: of those, requests answered ``200``.
+        failures: the failed requests by cause (``429``, ``503``, ``breaker open``, ``quota empty`` ...).
+        attempts: attempts the finished requests made (sends).
+        throttled_attempts: of those, attempts answered ``429``.
+        breaker_trips: how many times the circuit breaker opened; ``None`` without a breaker.
+        latencies: each finished request's time from first send to final answer, seconds, sorted.
+        trace: the server's view, per time bin.
+        fill_rate: the adaptive limiter's fill rate at the end of each bin (``nan`` while it does not limit).
+    """
+
+    name: str
+    scenario: Scenario
+    workload: Workload
+    requests: int
+    succeeded: int
+    failures: dict[str, int]
+    attempts: int
+    throttled_attempts: int
+    breaker_trips: int | None
+    latencies: tuple[float, ...]
+    trace: ServerTrace
+    fill_rate: tuple[float, ...]
+
+    @property
+    def failed(self) -> int:
+        return self.requests - self.succeeded
+
+    @property
+    def goodput(self) -> float:
+        """Successful requests per second."""
+        return self.succeeded / self.scenario.duration
+
+    @property
+    def possible_goodput(self) -> float:
+        """The most any client could get: the capacity, capped by the demand, averaged (requests per second)."""
+        demand = self.workload.demand
+        served = sum(min(c, demand) * (end - start) for start, end, c in self.scenario.segments())
+        return served / self.scenario.duration
+
+    @property
+    def retries(self) -> int:
+        return self.attempts - self.requests
+
+    @property
+    def amplification(self) -> float:
+        """Attempts per request: 1.0 means no request was sent twice."""
+        return self.attempts / self.requests if self.requests else math.nan
+
+    @property
+    def throttled_fraction(self) -> float:
+        """The fraction of attempts answered ``429``."""
+        return self.throttled_attempts / self.attempts if self.attempts else 0.0
+
+    def latency(self, quantile: float) -> float:
+        """The latency below which ``quantile`` of the requests finished (nearest rank), seconds."""
+        values = self.latencies
+        if not values:
+            return math.nan
+        return values[min(len(values) - 1, max(0, math.ceil(quantile * len(values)) - 1))]
+
+
+def _cause(response: httpx.Response | None, error: Exception | None) -> str:
+    if response is not None:
+        return str(response.status_code)
+    if isinstance(error, CircuitOpenError):
+        return "breaker open"
+    if isinstance(error, RetryCapacityExceeded):
+        return "quota empty"
+    if isinstance(error, RateLimitTimeout):
+        return "rate limit"
+    if isinstance(error, httpx.TransportError):
+        return "connection"
+    return type(error).__name__
+
+
+async def run_configuration(
+    configuration: Configuration,
+    workload: Workload,
+    server: DemoServer,
+    transport: httpx.AsyncBaseTransport,
+    base_url: str,
+    *,
+    on_tick: Callable[[Tally], None] | None = None,
+) -> RunResult:
+    """Run the workload for ``workload.duration`` seconds through ``configuration`` and measure it.
+
+    Args:
+        configuration: the client configuration.
+        workload: clients, rate, duration, seed.
+        server: the server's logic; started here (its scenario starts now).
+        transport: how requests reach the server (HTTP, or in memory); closed here.
+        base_url: the server's URL.
+        on_tick: called with the running counters every ``server.bin_width`` seconds.
+    """
+    clock = DEFAULT_CLOCK
+    retrying = AsyncRetryTransport(
+        transport, policy=configuration.policy, rng=random.Random(workload.seed).random, name=configuration.name
+    )
+    tally = Tally()
+    bins = len(server.trace.arrivals)
+    fill = [math.nan] * bins
+    interval = 1.0 / workload.rate
+
+    async with httpx.AsyncClient(transport=retrying, base_url=base_url, timeout=30.0) as client:
+        server.start()
+        start = clock.now()
+
+        def record(began: float, response: httpx.Response | None, error: Exception | None) -> None:
+            history: RetryHistory | None
+            if response is not None:
+                info = response.extensions.get("asyncretry")
+                history = info.history if isinstance(info, RetryInfo) else None
+            else:
+                history = history_of(error) if error is not None else None
+            tally.requests += 1
+            tally.latencies.append(clock.now() - began)
+            if history is not None:
+                tally.attempts += len(history.attempts)
+                tally.throttled_attempts += sum(a.kind is OutcomeKind.THROTTLING for a in history.attempts)
+            if response is not None and response.status_code == 200:
+                tally.succeeded += 1
+            else:
+                tally.failures[_cause(response, error)] += 1
+
+        async def one_client(index: int) -> None:
+            next_at = start + index * interval / workload.clients  # spread the first requests out
+            while True:
+                wait = next_at - clock.now()
+                if wait > 0:
+                    await clock.sleep(wait)
+                began = clock.now()
+                try:
+                    response = await client.get("/work")
+                except Exception as error:
+                    record(began, None, error)
+                else:
+                    record(began, response, None)
+                next_at = began + interval
+
+        async def sample() -> None:
+            for k in range(bins):
+                await clock.sleep(max(0.0, start + (k + 1) * server.bin_width - clock.now()))
+                scopes = retrying.statistics().scopes
+                limiter = scopes[0].limiter if scopes else None
+                tally.fill_rate = limiter.fill_rate if limiter is not None and limiter.enabled else None
+                if tally.fill_rate is not None:
+                    fill[k] = tally.fill_rate
+                tally.elapsed = clock.now() - start
+                if on_tick is not None:
+                    on_tick(tally)
+
+        with anyio.move_on_after(workload.duration):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sample)
+                for index in range(workload.clients):
+                    tg.start_soon(one_client, index)
+        scopes = retrying.statistics().scopes
+        breaker = scopes[0].breaker if scopes else None
+
+    return RunResult(
+        name=configuration.name,
+        scenario=server.scenario,
+        workload=workload,
+        requests=tally.requests,
+        succeeded=tally.succeeded,
+        failures=dict(tally.failures.most_common()),
+        attempts=tally.attempts,
+        throttled_attempts=tally.throttled_attempts,
+        breaker_trips=None if configuration.policy.breaker is None else breaker.times_opened if breaker else 0,
+        latencies=tuple(sorted(tally.latencies)),
+        trace=server.trace,
+        fill_rate=tuple(fill),
+    )

@@ -1,0 +1,574 @@
+"""OpenTelemetry metrics and span events for asyncretry (the optional extra ``asyncretry[otel]``).
+
+::
+
+    from asyncretry import otel
+
+    instrumentation = otel.instrument()    # the global MeterProvider; the events of every retrier
+    instrumentation.observe(transport)     # gauges for its scopes; http.request.resend_count on spans
+
+:func:`instrument` subscribes one listener to an event bus (the global one by default) and turns the
+events into metrics, and each retry into a span event on the span that is current in the calling task
+(events are emitted from inside the caller's task, so that is the caller's span). Gauges read live
+state, so they need the objects: :meth:`Instrumentation.observe` registers a retrier, an httpx
+transport, a quota, a limiter or a breaker.
+
+Metrics (attribute ``asyncretry.scope`` everywhere; ``server.address`` and ``server.port`` too when the
+scope is an origin such as ``https://api.example:443``, the httpx transports' default scope):
+
+=============================== ============== ============= ===================================================
+name                            instrument     unit          more attributes
+=============================== ============== ============= ===================================================
+``asyncretry.attempts``         counter        ``{attempt}`` ``asyncretry.outcome``; ``error.type`` if it failed
+``asyncretry.retries``          counter        ``{retry}``   ``asyncretry.outcome``, ``error.type``
+``asyncretry.retry.delay``      histogram      ``s``         ``asyncretry.outcome``, ``asyncretry.server_directed``
+``asyncretry.give_ups``         counter        ``{call}``    ``asyncretry.why``, ``asyncretry.outcome``,
+                                                             ``error.type``
+``asyncretry.throttles``        counter        ``{response}`` ``error.type``
+``asyncretry.quota.exhaustions`` counter       ``{episode}``
+``asyncretry.breaker.transitions`` counter     ``{transition}`` ``asyncretry.breaker.state`` (the new state)
+``asyncretry.quota.available``  gauge          ``{token}``   (observed objects)
+``asyncretry.limiter.fill_rate`` gauge         ``{attempt}/s`` (observed objects; only once the limiter limits)
+``asyncretry.breaker.state``    gauge          ``1``         ``asyncretry.breaker.state``: 1 for the current
+                                                             state, 0 for the others (observed objects)
+=============================== ============== ============= ===================================================
+
+``error.type`` is the classification reason: an exception's class name, an AWS error code or
+``HTTP <status>[ <code>]`` (a few values per service, never a message). Gauges read from an observed
+retrier or transport also carry ``asyncretry.retrier`` (its name).
+
+Span events on the current span, when it is recording: ``asyncretry.retry`` for each retry
+(``asyncretry.attempt``: the attempt that failed, ``asyncretry.delay``, ``asyncretry.outcome``,
+``error.type``, ``asyncretry.server_directed``, ``asyncretry.scope``) and ``asyncretry.give_up`` when a
+call gives up after retrying or is refused (``asyncretry.why``, ``asyncretry.attempts``,
+``asyncretry.outcome``, ``error.type``, ``asyncretry.elapsed``, ``asyncretry.scope``). For an observed
+httpx transport, a request that was resent sets ``http.request.resend_count`` on the current span
+(the OpenTelemetry HTTP semantic conventions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import re
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+try:
+    from opentelemetry import metrics, trace
+    from opentelemetry.metrics import CallbackOptions, Observation
+except ImportError as error:  # pragma: no cover - exercised by a test that hides the package
+    raise ImportError(
+        "asyncretry.otel needs the OpenTelemetry API: install the extra with pip install 'asyncretry[otel]'"
+    ) from error
+
+from ._engine._retrier import Retrier, RetrierStatistics
+from ._events import (
+    GLOBAL_EVENTS,
+    AttemptFinished,
+    BreakerStateChanged,
+    Event,
+    EventBus,
+    GaveUp,
+    QuotaExhausted,
+    RetryScheduled,
+    Throttled,
+)
+from ._primitives._breaker import BreakerState, BreakerStatistics
+from ._primitives._limiter import LimiterStatistics
+from ._primitives._quota import QuotaStatistics
+from ._validate import check_seconds
+
+__all__ = ["Instrumentation", "instrument"]
+
+_log = logging.getLogger("asyncretry.otel")
+T = TypeVar("T")
+
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
+"""The semantic conventions version whose attribute names (``error.type``, ``server.address`` ...) are used."""
+
+DELAY_BUCKETS = (0.0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+"""Bucket boundaries advised for ``asyncretry.retry.delay`` (seconds): backoff runs from milliseconds
+to AWS's 20 s cap, server-directed delays up to the policy's ``max_server_delay`` (60 s by default)."""
+
+_ORIGIN = re.compile(r"^(?:https?)://(\[[^\]]+\]|[^/:@\[\]]+):(\d+)$")
+_CACHE_LIMIT = 4096
+_Attributes = dict[str, str | bool | int | float]
+_Statistics = RetrierStatistics | QuotaStatistics | LimiterStatistics | BreakerStatistics
+
+
+class _Meters:
+    """The instruments of one meter provider.
+
+    Made once per provider and shared by every :class:`Instrumentation` on it: a provider hands back
+    the first observable gauge registered under a name and ignores the callbacks of any later one, so
+    the gauges' callbacks read this shared list of observed objects instead.
+    """
+
+    def __init__(self, provider: metrics.MeterProvider) -> None:
+        from . import __version__
+
+        meter = provider.get_meter("asyncretry", __version__, schema_url=SCHEMA_URL)
+        self.attempts = meter.create_counter(
+            "asyncretry.attempts", unit="{attempt}", description="Attempts made, by how they ended."
+        )
+        self.retries = meter.create_counter(
+            "asyncretry.retries", unit="{retry}", description="Retries scheduled, by the failure that caused them."
+        )
+        self.delay = meter.create_histogram(
+            "asyncretry.retry.delay", unit="s", description="The delay before each retry.",
+            explicit_bucket_boundaries_advisory=DELAY_BUCKETS,
+        )
+        self.give_ups = meter.create_counter(
+            "asyncretry.give_ups", unit="{call}", description="Calls that ended in failure, by why retrying stopped."
+        )
+        self.throttles = meter.create_counter(
+            "asyncretry.throttles", unit="{response}", description="Responses classified as throttling."
+        )
+        self.quota_exhaustions = meter.create_counter(
+            "asyncretry.quota.exhaustions", unit="{episode}",
+            description="Times a retry quota ran dry (once per episode, until it can pay again).",
+        )
+        self.breaker_transitions = meter.create_counter(
+            "asyncretry.breaker.transitions", unit="{transition}",
+            description="Circuit breaker state changes, by the new state.",
+        )
+        self.sources: list[_Source] = []
+        self.lock = threading.Lock()
+        meter.create_observable_gauge(
+            "asyncretry.quota.available", [self._observe_quotas], unit="{token}",
+            description="Tokens in the retry quota.",
+        )
+        meter.create_observable_gauge(
+            "asyncretry.limiter.fill_rate", [self._observe_limiters], unit="{attempt}/s",
+            description="The adaptive rate limiter's fill rate, once a throttle made it limit.",
+        )
+        meter.create_observable_gauge(
+            "asyncretry.breaker.state", [self._observe_breakers], unit="1",
+            description="1 for the circuit breaker's current state, 0 for the others.",
+        )
+
+    # -- gauges: each callback reads a fresh snapshot of every observed object
+    def _observe_quotas(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.available, a) for a, s in self._parts(options, QuotaStatistics)]
+
+    def _observe_limiters(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.fill_rate, a) for a, s in self._parts(options, LimiterStatistics) if s.enabled]
+
+    def _observe_breakers(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(1 if s.state is state else 0, {**a, "asyncretry.breaker.state": state.value})
+            for a, s in self._parts(options, BreakerStatistics)
+            for state in BreakerState
+        ]
+
+    def _parts(self, options: CallbackOptions, kind: type[T]) -> list[tuple[_Attributes, T]]:
+        """The snapshots of type ``kind`` among the observed objects, one per attribute set."""
+        with self.lock:
+            alive = [s for s in self.sources if not (s.runner is not None and s.runner.closed)]
+            self.sources[:] = alive
+        by_runner: dict[int, list[_Source]] = {}
+        for source in alive:
+            by_runner.setdefault(id(source.runner), []).append(source)
+        found: list[tuple[_Attributes, T]] = []
+        seen: set[frozenset[tuple[str, Any]]] = set()
+        for group in by_runner.values():
+            for attributes, snapshot in _read(group, options):
+                if isinstance(snapshot, kind):
+                    key = frozenset(attributes.items())
+                    if key not in seen:
+                        seen.add(key)
+                        found.append((attributes, snapshot))
+        return found
+
+
+def _read(group: list[_Source], options: CallbackOptions) -> list[tuple[_Attributes, _Statistics]]:
+    """Snapshot a group of sources that live on the same event loop, on that loop's thread."""
+    runner = group[0].runner
+    timeout = min(options.timeout_millis / 1000.0, max(s.timeout for s in group))
+
+    def snapshot() -> list[tuple[_Attributes, _Statistics]]:
+        parts: list[tuple[_Attributes, _Statistics]] = []
+        for source in group:
+            try:
+                parts.extend(source.snapshot(timeout))
+            except Exception:  # a broken object must not hide the others' metrics
+                _log.exception("asyncretry.otel: reading the statistics of %r failed", source.target)
+        return parts
+
+    if runner is None:
+        return snapshot()
+    return runner.run(snapshot, timeout) or []
+
+
+class _LoopRunner:
+    """Runs a function on the thread of the event loop that owns the observed objects, and waits for it.
+
+    Metric readers collect from their own threads (a periodic exporter, a Prometheus scrape), but the
+    objects belong to an event loop: reading them there could wake a waiter from the wrong thread, or,
+    under trio, refill a bucket by ``time.monotonic()`` instead of trio's clock.
+    """
+
+    __slots__ = ("_submit", "closed", "thread")
+
+    def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
+        self._submit = submit
+        self.thread = threading.get_ident()
+        self.closed = False
+
+    def run(self, fn: Callable[[], T], timeout: float) -> T | None:
+        """``fn()`` run on the loop's thread; ``None`` if the loop is gone or did not get to it in time."""
+        if threading.get_ident() == self.thread:
+            return fn()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def job() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except Exception as error:
+                    future.set_exception(error)
+
+        try:
+            self._submit(job)
+        except RuntimeError:  # the loop is closed (asyncio) or the run has finished (trio)
+            self.closed = True
+            return None
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            _log.debug("asyncretry.otel: the event loop did not answer within %s s; gauges skipped", timeout)
+            return None
+
+
+def _current_runner() -> _LoopRunner | None:
+    """A runner for the event loop running in this thread, ``None`` outside any (synchronous code)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return _LoopRunner(loop.call_soon_threadsafe)
+    if "trio" in sys.modules:
+        import trio
+
+        try:
+            token = trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            return None
+        return _LoopRunner(token.run_sync_soon)
+    return None
+
+
+@dataclass(eq=False, slots=True)
+class _Source:
+    """One observed object: how to snapshot it and the attributes its gauges carry."""
+
+    target: object
+    statistics: Callable[[], object]
+    attributes: _Attributes
+    runner: _LoopRunner | None
+    timeout: float
+    owner: Instrumentation
+    lock: Any = None  # the sync transport's lock: its threads change the state under it
+
+    def snapshot(self, timeout: float) -> Iterator[tuple[_Attributes, _Statistics]]:
+        lock = self.lock
+        if lock is None:
+            stats = self.statistics()
+        else:
+            if not lock.acquire(timeout=timeout):
+                return
+            try:
+                stats = self.statistics()
+            finally:
+                lock.release()
+        if isinstance(stats, RetrierStatistics):
+            for scope in stats.scopes:
+                for part in (scope.quota, scope.limiter, scope.breaker):
+                    if part is not None:
+                        yield {
+                            **_scope_attributes(part.name),
+                            "asyncretry.retrier": stats.name,
+                            **self.attributes,
+                        }, part
+        elif isinstance(stats, (QuotaStatistics, LimiterStatistics, BreakerStatistics)):
+            yield {**_scope_attributes(stats.name), **self.attributes}, stats
+
+
+_SCOPE_ATTRIBUTES: dict[str, _Attributes] = {}
+
+
+def _scope_attributes(scope: str) -> _Attributes:
+    """``asyncretry.scope``, plus ``server.address`` and ``server.port`` when the scope is an origin."""
+    found = _SCOPE_ATTRIBUTES.get(scope)
+    if found is None:
+        found = {"asyncretry.scope": scope}
+        match = _ORIGIN.match(scope)
+        if match is not None:
+            found["server.address"] = match[1].strip("[]")
+            found["server.port"] = int(match[2])
+        if len(_SCOPE_ATTRIBUTES) >= _CACHE_LIMIT:
+            _SCOPE_ATTRIBUTES.clear()
+        _SCOPE_ATTRIBUTES[scope] = found
+    return found
+
+
+_METERS: weakref.WeakKeyDictionary[metrics.MeterProvider, _Meters] = weakref.WeakKeyDictionary()
+_METERS_LOCK = threading.Lock()
+
+
+def _meters_for(provider: metrics.MeterProvider) -> _Meters:
+    with _METERS_LOCK:
+        meters = _METERS.get(provider)
+        if meters is None:
+            meters = _METERS[provider] = _Meters(provider)
+        return meters
+
+
+class Instrumentation:
+    """The listener :func:`instrument` subscribed, and the objects observed for the gauges.
+
+    Use :meth:`observe` to add objects, :meth:`uninstrument` (or a ``with`` block) to stop.
+    """
+
+    def __init__(self, meters: _Meters, bus: EventBus, *, spans: bool, collect_timeout: float) -> None:
+        self._meters = meters
+        self._bus = bus
+        self._spans = spans
+        self._collect_timeout = collect_timeout
+        self._attributes: dict[tuple[str, ...], _Attributes] = {}
+        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+            AttemptFinished: self._attempt_finished,
+            RetryScheduled: self._retry_scheduled,
+            GaveUp: self._gave_up,
+            Throttled: self._throttled,
+            QuotaExhausted: self._quota_exhausted,
+            BreakerStateChanged: self._breaker_changed,
+        }
+        self._undo: list[Callable[[], None]] = [bus.subscribe(self._on_event)]
+        self._active = True
+
+    # ----------------------------------------------------------------------------- public API
+    def observe(
+        self, target: object, *, attributes: dict[str, str | bool | int | float] | None = None
+    ) -> Callable[[], None]:
+        """Report an object's live state in the gauges (quota available, limiter fill rate, breaker state).
+
+        Call it from the event loop that uses the object (in an application's startup, say): metric
+        readers collect from their own threads, and the object is then read on its loop's thread.
+        Called outside any event loop (the synchronous transport), the object is read directly.
+
+        Args:
+            target: a :class:`~asyncretry.Retrier` (all its scopes, as they come and go), an
+                :class:`~asyncretry.httpx.AsyncRetryTransport` or :class:`~asyncretry.httpx.RetryTransport`
+                (its retrier's scopes; requests it resends also set ``http.request.resend_count`` on the
+                current span), a :class:`~asyncretry.RetryQuota`, an :class:`~asyncretry.AdaptiveRateLimiter`
+                or a :class:`~asyncretry.CircuitBreaker`.
+            attributes: extra attributes for its gauges, to tell apart two retriers whose scopes share keys.
+
+        Returns:
+            A function that stops observing it.
+
+        Raises:
+            TypeError: ``target`` is none of these.
+            RuntimeError: the instrumentation was uninstrumented.
+        """
+        if not self._active:
+            raise RuntimeError("this instrumentation was uninstrumented; call asyncretry.otel.instrument() again")
+        retrier, http = _retrier_of(target)
+        statistics = retrier.statistics if retrier is not None else getattr(target, "statistics", None)
+        if not callable(statistics) or not isinstance(
+            statistics(), (RetrierStatistics, QuotaStatistics, LimiterStatistics, BreakerStatistics)
+        ):
+            raise TypeError(
+                "target must be a Retrier, an asyncretry.httpx transport, a RetryQuota, an AdaptiveRateLimiter "
+                f"or a CircuitBreaker, got {target!r}"
+            )
+        runner = _current_runner()
+        lock = getattr(target, "_lock", None) if http and runner is None else None
+        source = _Source(target, statistics, dict(attributes or {}), runner, self._collect_timeout, self, lock)
+        meters = self._meters
+        with meters.lock:
+            meters.sources.append(source)
+        undo_http: Callable[[], None] | None = None
+        if http and self._spans and retrier is not None:
+            undo_http = retrier.events.subscribe(_resend_count)
+
+        def unobserve() -> None:
+            nonlocal undo_http
+            with meters.lock:
+                if source in meters.sources:
+                    meters.sources.remove(source)
+            if undo_http is not None:
+                undo_http()
+                undo_http = None
+
+        self._undo.append(unobserve)
+        return unobserve
+
+    def uninstrument(self) -> None:
+        """Unsubscribe from the bus and stop observing every object; safe to call twice."""
+        self._active = False
+        undo, self._undo = self._undo, []
+        for step in undo:
+            step()
+
+    def __enter__(self) -> Instrumentation:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.uninstrument()
+
+    def __repr__(self) -> str:
+        state = "active" if self._active else "uninstrumented"
+        observed = sum(1 for s in self._meters.sources if s.owner is self)
+        return f"<asyncretry.otel.Instrumentation {state} bus={self._bus!r} observed={observed} spans={self._spans}>"
+
+    # --------------------------------------------------------------------------------- events
+    def _on_event(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    def _cached(self, key: tuple[str, ...], make: Callable[[], _Attributes]) -> _Attributes:
+        # Events repeat a few attribute sets per scope: build each dict once (the SDK hashes it anyway).
+        attributes = self._attributes.get(key)
+        if attributes is None:
+            if len(self._attributes) >= _CACHE_LIMIT:
+                self._attributes.clear()
+            attributes = self._attributes[key] = make()
+        return attributes
+
+    def _attempt_finished(self, event: AttemptFinished) -> None:
+        source, outcome, reason = event.source, event.outcome, event.reason
+        if outcome == "success":
+            attributes = self._cached(("ok", source), lambda: {
+                **_scope_attributes(source), "asyncretry.outcome": outcome,
+            })
+        else:
+            attributes = self._cached(("attempt", source, outcome, reason), lambda: {
+                **_scope_attributes(source), "asyncretry.outcome": outcome, "error.type": reason,
+            })
+        self._meters.attempts.add(1, attributes)
+
+    def _retry_scheduled(self, event: RetryScheduled) -> None:
+        source, outcome, reason = event.source, event.outcome, event.reason
+        meters = self._meters
+        meters.retries.add(1, self._cached(("retry", source, outcome, reason), lambda: {
+            **_scope_attributes(source), "asyncretry.outcome": outcome, "error.type": reason,
+        }))
+        directed = event.server_directed
+        meters.delay.record(event.delay, self._cached(("delay", source, outcome, str(directed)), lambda: {
+            **_scope_attributes(source), "asyncretry.outcome": outcome, "asyncretry.server_directed": directed,
+        }))
+        if self._spans:
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.add_event("asyncretry.retry", {
+                    "asyncretry.scope": source,
+                    "asyncretry.attempt": event.attempt,
+                    "asyncretry.delay": event.delay,
+                    "asyncretry.outcome": outcome,
+                    "error.type": reason,
+                    "asyncretry.server_directed": directed,
+                })
+
+    def _gave_up(self, event: GaveUp) -> None:
+        source, why, outcome, reason = event.source, event.why, event.outcome, event.reason
+        self._meters.give_ups.add(1, self._cached(("give_up", source, why, outcome, reason), lambda: {
+            **_scope_attributes(source), "asyncretry.why": why, "asyncretry.outcome": outcome, "error.type": reason,
+        }))
+        # A first attempt that was simply final (an HTTP 404) is the caller's error, not a retry story.
+        if self._spans and event.log_level > logging.DEBUG:
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.add_event("asyncretry.give_up", {
+                    "asyncretry.scope": source,
+                    "asyncretry.why": why,
+                    "asyncretry.attempts": event.attempts,
+                    "asyncretry.outcome": outcome,
+                    "error.type": reason,
+                    "asyncretry.elapsed": event.elapsed,
+                })
+
+    def _throttled(self, event: Throttled) -> None:
+        source, reason = event.source, event.reason
+        self._meters.throttles.add(1, self._cached(("throttle", source, reason), lambda: {
+            **_scope_attributes(source), "error.type": reason,
+        }))
+
+    def _quota_exhausted(self, event: QuotaExhausted) -> None:
+        self._meters.quota_exhaustions.add(1, _scope_attributes(event.source))
+
+    def _breaker_changed(self, event: BreakerStateChanged) -> None:
+        source, state = event.source, event.new_state
+        self._meters.breaker_transitions.add(1, self._cached(("breaker", source, state), lambda: {
+            **_scope_attributes(source), "asyncretry.breaker.state": state,
+        }))
+
+
+def _resend_count(event: Event) -> None:
+    """On an httpx transport's bus: a resent request sets ``http.request.resend_count`` on the current span."""
+    if type(event) is AttemptFinished and event.attempt > 1:
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("http.request.resend_count", event.attempt - 1)
+
+
+def _retrier_of(target: object) -> tuple[Retrier | None, bool]:
+    """The retrier behind ``target`` and whether ``target`` is an httpx transport."""
+    if isinstance(target, Retrier):
+        return target, False
+    if "asyncretry.httpx" in sys.modules:
+        from .httpx import AsyncRetryTransport, RetryTransport
+
+        if isinstance(target, (AsyncRetryTransport, RetryTransport)):
+            return target.retrier, True
+    return None, False
+
+
+def instrument(
+    *,
+    meter_provider: metrics.MeterProvider | None = None,
+    bus: EventBus | None = None,
+    spans: bool = True,
+    collect_timeout: float | timedelta = 1.0,
+) -> Instrumentation:
+    """Record asyncretry's events as OpenTelemetry metrics and span events.
+
+    Spans are not created: retries become events on whatever span is current in the calling task
+    (an HTTP client span, a request handler's span, your own), from whichever tracer provider made it.
+
+    Args:
+        meter_provider: where the metrics go; default: the global one
+            (:func:`opentelemetry.metrics.get_meter_provider`, looked up now).
+        bus: the events to record; default :data:`~asyncretry.GLOBAL_EVENTS`, which hears every
+            retrier, quota, limiter and breaker that has no bus of its own outside the tree.
+        spans: add span events (and ``http.request.resend_count``) to the current span; default True.
+        collect_timeout: the longest a metric reader's collection waits for an observed object's event
+            loop to hand over a snapshot, seconds (> 0) or a ``timedelta``; default 1 s. The
+            collection's own timeout applies too.
+
+    Returns:
+        The :class:`Instrumentation`: :meth:`~Instrumentation.observe` objects for the gauges,
+        :meth:`~Instrumentation.uninstrument` to stop.
+
+    Raises:
+        ValueError: ``collect_timeout`` is not a positive number of seconds.
+    """
+    timeout = check_seconds("collect_timeout", collect_timeout, low_open=True)
+    provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+    return Instrumentation(
+        _meters_for(provider), bus if bus is not None else GLOBAL_EVENTS, spans=spans, collect_timeout=timeout
+    )
