@@ -10,8 +10,14 @@ from typing import Any
 
 import pytest
 import trio.testing
+from hypothesis import settings
 
 from asyncretry.testing import virtual_time_loop
+
+# Property tests are part of a deterministic suite: the same examples on every run and machine,
+# no example database written into the tree, and no wall-clock deadline on a loaded CI machine.
+settings.register_profile("asyncretry", derandomize=True, database=None, deadline=None)
+settings.load_profile("asyncretry")
 
 
 @pytest.fixture(params=["asyncio", "trio"])

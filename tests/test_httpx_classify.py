@@ -165,7 +165,7 @@ def test_error_bodies_are_read_only_when_useful() -> None:
     assert not classifier.wants_body(response(400, headers={"x-amzn-ErrorType": "X", "content-type": "json"}))
     assert not classifier.wants_body(response(400, headers={"content-length": "70000", "content-type": "json"}))
     assert not HttpClassifier(read_error_bodies=False).wants_body(response(400))
-    assert not HttpClassifier(throttling_codes=(), transient_codes=()).wants_body(response(400))
+    assert not HttpClassifier(throttling_codes=frozenset(), transient_codes=frozenset()).wants_body(response(400))
 
 
 # --------------------------------------------------------------------------- error bodies, end to end
@@ -223,10 +223,10 @@ async def test_a_large_streamed_error_body_reaches_the_caller_whole() -> None:
     stream = ChunkStream(chunks)
     router = respx.MockRouter()
     router.post(URL).mock(return_value=httpx.Response(400, headers={"content-type": "application/json"}, stream=stream))
-    async with client_for(router, classifier=HttpClassifier(max_error_body=10_000)) as client:
-        async with client.stream("POST", URL, content=b"x") as resp:
-            assert stream.delivered < sum(map(len, chunks))  # only a prefix was read so far
-            received = b"".join([part async for part in resp.aiter_raw()])
+    client = client_for(router, classifier=HttpClassifier(max_error_body=10_000))
+    async with client, client.stream("POST", URL, content=b"x") as resp:
+        assert stream.delivered < sum(map(len, chunks))  # only a prefix was read so far
+        received = b"".join([part async for part in resp.aiter_raw()])
     assert received == b"".join(chunks)
     assert stream.closed
     assert info(resp).attempts == 1

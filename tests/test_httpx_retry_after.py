@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import anyio
 import httpx

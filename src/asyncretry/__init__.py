@@ -97,6 +97,10 @@ from ._engine._retrier import Retrier as Retrier
 from ._engine._retrier import RetrierStatistics as RetrierStatistics
 from ._engine._retrier import ScopeStatistics as ScopeStatistics
 
+# --- observability (statistics for health endpoints; OpenTelemetry is asyncretry.otel)
+# isort: split
+from ._stats import statistics_to_dict as statistics_to_dict
+
 __version__ = "0.1.0.dev0"
 
 __all__ = [
@@ -169,4 +173,5 @@ __all__ = [
     "poll",
     "retry",
     "settings_from_env",
+    "statistics_to_dict",
 ]

@@ -38,7 +38,7 @@ def statistics_to_dict(source: object) -> dict[str, Any]:
     """
     snapshot = source
     if not _is_snapshot(snapshot):
-        method = getattr(source, "statistics", None)
+        method = None if isinstance(source, type) else getattr(source, "statistics", None)
         if not callable(method):
             raise TypeError(
                 f"source must be a statistics snapshot or have a statistics() method, got {source!r}"

@@ -95,17 +95,20 @@ def _check_rate(name: str, value: float) -> float:
 class ServerConfig:
     """What :class:`FaultyApp` does to the requests it receives (see the module docstring for the order).
 
+    Times are seconds since the app's start: when the :class:`FaultyApp` was made or last
+    :meth:`~FaultyApp.reset` (call ``reset()`` right before a run so that schedules start with it).
+
     Args:
         capacity: requests per second admitted, or ``None`` (default) for no limit; the others are
             answered ``throttle_status`` (429).
         capacity_burst: how many requests may be admitted at once after a quiet spell (default
             ``max(1, capacity / 20)``: 50 ms worth of requests).
-        capacity_schedule: ``(seconds since start, capacity)`` steps that change the capacity over time
+        capacity_schedule: ``(seconds since the start, capacity)`` steps that change the capacity over time
             (``None`` lifts the limit); before the first step, ``capacity`` applies.
         throttle_status: the status of requests beyond the capacity (default 429).
         retry_after: seconds sent in ``Retry-After`` with throttle answers (rounded up to whole seconds),
             or ``None`` (default 1.0) for no header.
-        bursts: ``(seconds since start, duration)`` windows in which every request gets ``burst_status``.
+        bursts: ``(seconds since the start, duration)`` windows in which every request gets ``burst_status``.
         burst_status: the status answered in a burst (default 503).
         script: the faults of the first requests, in arrival order (``("503", "reset", "ok")``).
         error_rate: the probability that a request gets ``burst_status`` (default 0).

@@ -16,23 +16,19 @@ transport, a quota, a limiter or a breaker.
 Metrics (attribute ``asyncretry.scope`` everywhere; ``server.address`` and ``server.port`` too when the
 scope is an origin such as ``https://api.example:443``, the httpx transports' default scope):
 
-=============================== ============== ============= ===================================================
-name                            instrument     unit          more attributes
-=============================== ============== ============= ===================================================
-``asyncretry.attempts``         counter        ``{attempt}`` ``asyncretry.outcome``; ``error.type`` if it failed
-``asyncretry.retries``          counter        ``{retry}``   ``asyncretry.outcome``, ``error.type``
-``asyncretry.retry.delay``      histogram      ``s``         ``asyncretry.outcome``, ``asyncretry.server_directed``
-``asyncretry.give_ups``         counter        ``{call}``    ``asyncretry.why``, ``asyncretry.outcome``,
-                                                             ``error.type``
-``asyncretry.throttles``        counter        ``{response}`` ``error.type``
-``asyncretry.quota.exhaustions`` counter       ``{episode}``
-``asyncretry.breaker.transitions`` counter     ``{transition}`` ``asyncretry.breaker.state`` (the new state)
-``asyncretry.quota.available``  gauge          ``{token}``   (observed objects)
-``asyncretry.limiter.fill_rate`` gauge         ``{attempt}/s`` (observed objects; only once the limiter limits)
-``asyncretry.breaker.state``    gauge          ``1``         ``asyncretry.breaker.state``: 1 for the current
-                                                             state, 0 for the others (observed objects)
-=============================== ============== ============= ===================================================
+* ``asyncretry.attempts`` (counter, ``{attempt}``): ``asyncretry.outcome``; ``error.type`` if it failed.
+* ``asyncretry.retries`` (counter, ``{retry}``): ``asyncretry.outcome``, ``error.type``.
+* ``asyncretry.retry.delay`` (histogram, ``s``): ``asyncretry.outcome``, ``asyncretry.server_directed``.
+* ``asyncretry.give_ups`` (counter, ``{call}``): ``asyncretry.why``, ``asyncretry.outcome``, ``error.type``.
+* ``asyncretry.throttles`` (counter, ``{response}``): ``error.type``.
+* ``asyncretry.quota.exhaustions`` (counter, ``{episode}``).
+* ``asyncretry.breaker.transitions`` (counter, ``{transition}``): ``asyncretry.breaker.state``, the new state.
+* ``asyncretry.quota.available`` (gauge, ``{token}``), observed objects.
+* ``asyncretry.limiter.fill_rate`` (gauge, ``{attempt}/s``), observed objects, once the limiter limits.
+* ``asyncretry.breaker.state`` (gauge, ``1``), observed objects: ``asyncretry.breaker.state``, 1 for the
+  current state and 0 for the others.
 
+The counters are asynchronous (pre-aggregated) counters: counting costs a dict update, not an SDK call.
 ``error.type`` is the classification reason: an exception's class name, an AWS error code or
 ``HTTP <status>[ <code>]`` (a few values per service, never a message). Gauges read from an observed
 retrier or transport also carry ``asyncretry.retrier`` (its name).
@@ -90,6 +86,7 @@ __all__ = ["Instrumentation", "instrument"]
 
 _log = logging.getLogger("asyncretry.otel")
 T = TypeVar("T")
+K = TypeVar("K")
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
 """The semantic conventions version whose attribute names (``error.type``, ``server.address`` ...) are used."""
@@ -105,43 +102,49 @@ _Statistics = RetrierStatistics | QuotaStatistics | LimiterStatistics | BreakerS
 
 
 class _Meters:
-    """The instruments of one meter provider.
+    """The instruments of one meter provider, and the counts behind its counters.
 
     Made once per provider and shared by every :class:`Instrumentation` on it: a provider hands back
-    the first observable gauge registered under a name and ignores the callbacks of any later one, so
-    the gauges' callbacks read this shared list of observed objects instead.
+    the first asynchronous instrument registered under a name and ignores the callbacks of any later
+    one, so the callbacks read state kept here.
+
+    The counters are pre-aggregated (OpenTelemetry's asynchronous counters): a listener adds one to a
+    dict entry under a lock, a few hundred nanoseconds, where a synchronous ``Counter.add`` costs the
+    SDK several microseconds per call; the SDK reads the totals once per collection. The totals live
+    here, not in an instrumentation, because a cumulative counter must never go down.
     """
 
     def __init__(self, provider: metrics.MeterProvider) -> None:
         from . import __version__
 
         meter = provider.get_meter("asyncretry", __version__, schema_url=SCHEMA_URL)
-        self.attempts = meter.create_counter(
-            "asyncretry.attempts", unit="{attempt}", description="Attempts made, by how they ended."
-        )
-        self.retries = meter.create_counter(
-            "asyncretry.retries", unit="{retry}", description="Retries scheduled, by the failure that caused them."
-        )
+        self.counting = threading.Lock()
+        self.attempts: dict[tuple[str, str, str], int] = {}  # (scope, outcome, reason or "" on success)
+        self.retries: dict[tuple[str, str, str], int] = {}  # (scope, outcome, reason)
+        self.give_ups: dict[tuple[str, str, str, str], int] = {}  # (scope, why, outcome, reason)
+        self.throttles: dict[tuple[str, str], int] = {}  # (scope, reason)
+        self.exhaustions: dict[str, int] = {}  # scope
+        self.transitions: dict[tuple[str, str], int] = {}  # (scope, new state)
+        self.sources: list[_Source] = []
+        self.lock = threading.Lock()
         self.delay = meter.create_histogram(
             "asyncretry.retry.delay", unit="s", description="The delay before each retry.",
             explicit_bucket_boundaries_advisory=DELAY_BUCKETS,
         )
-        self.give_ups = meter.create_counter(
-            "asyncretry.give_ups", unit="{call}", description="Calls that ended in failure, by why retrying stopped."
-        )
-        self.throttles = meter.create_counter(
-            "asyncretry.throttles", unit="{response}", description="Responses classified as throttling."
-        )
-        self.quota_exhaustions = meter.create_counter(
-            "asyncretry.quota.exhaustions", unit="{episode}",
-            description="Times a retry quota ran dry (once per episode, until it can pay again).",
-        )
-        self.breaker_transitions = meter.create_counter(
-            "asyncretry.breaker.transitions", unit="{transition}",
-            description="Circuit breaker state changes, by the new state.",
-        )
-        self.sources: list[_Source] = []
-        self.lock = threading.Lock()
+        counters: list[tuple[str, str, str, Callable[[CallbackOptions], Iterable[Observation]]]] = [
+            ("asyncretry.attempts", "{attempt}", "Attempts made, by how they ended.", self._count_attempts),
+            ("asyncretry.retries", "{retry}", "Retries scheduled, by the failure that caused them.",
+             self._count_retries),
+            ("asyncretry.give_ups", "{call}", "Calls that ended in failure, by why retrying stopped.",
+             self._count_give_ups),
+            ("asyncretry.throttles", "{response}", "Responses classified as throttling.", self._count_throttles),
+            ("asyncretry.quota.exhaustions", "{episode}",
+             "Times a retry quota ran dry (once per episode, until it can pay again).", self._count_exhaustions),
+            ("asyncretry.breaker.transitions", "{transition}", "Circuit breaker state changes, by the new state.",
+             self._count_transitions),
+        ]
+        for name, unit, description, callback in counters:
+            meter.create_observable_counter(name, [callback], unit=unit, description=description)
         meter.create_observable_gauge(
             "asyncretry.quota.available", [self._observe_quotas], unit="{token}",
             description="Tokens in the retry quota.",
@@ -154,6 +157,47 @@ class _Meters:
             "asyncretry.breaker.state", [self._observe_breakers], unit="1",
             description="1 for the circuit breaker's current state, 0 for the others.",
         )
+
+    # -- counters: the totals so far, each with the attributes of its key
+    def _totals(self, counts: dict[K, int]) -> list[tuple[K, int]]:
+        with self.counting:
+            return list(counts.items())
+
+    def _count_attempts(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(n, {**_scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason}
+                        if reason else {**_scope_attributes(scope), "asyncretry.outcome": outcome})
+            for (scope, outcome, reason), n in self._totals(self.attempts)
+        ]
+
+    def _count_retries(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(n, {**_scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason})
+            for (scope, outcome, reason), n in self._totals(self.retries)
+        ]
+
+    def _count_give_ups(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(n, {
+                **_scope_attributes(scope), "asyncretry.why": why, "asyncretry.outcome": outcome, "error.type": reason,
+            })
+            for (scope, why, outcome, reason), n in self._totals(self.give_ups)
+        ]
+
+    def _count_throttles(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(n, {**_scope_attributes(scope), "error.type": reason})
+            for (scope, reason), n in self._totals(self.throttles)
+        ]
+
+    def _count_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.exhaustions)]
+
+    def _count_transitions(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(n, {**_scope_attributes(scope), "asyncretry.breaker.state": state})
+            for (scope, state), n in self._totals(self.transitions)
+        ]
 
     # -- gauges: each callback reads a fresh snapshot of every observed object
     def _observe_quotas(self, options: CallbackOptions) -> Iterable[Observation]:
@@ -174,9 +218,9 @@ class _Meters:
         with self.lock:
             alive = [s for s in self.sources if not (s.runner is not None and s.runner.closed)]
             self.sources[:] = alive
-        by_runner: dict[int, list[_Source]] = {}
+        by_runner: dict[int | None, list[_Source]] = {}  # one trip to each event loop per collection
         for source in alive:
-            by_runner.setdefault(id(source.runner), []).append(source)
+            by_runner.setdefault(source.runner.key if source.runner is not None else None, []).append(source)
         found: list[tuple[_Attributes, T]] = []
         seen: set[frozenset[tuple[str, Any]]] = set()
         for group in by_runner.values():
@@ -205,7 +249,12 @@ def _read(group: list[_Source], options: CallbackOptions) -> list[tuple[_Attribu
 
     if runner is None:
         return snapshot()
-    return runner.run(snapshot, timeout) or []
+    parts = runner.run(snapshot, timeout)
+    if runner.closed:  # the loop is gone: so are the objects it ran
+        for source in group:
+            assert source.runner is not None
+            source.runner.closed = True
+    return parts or []
 
 
 class _LoopRunner:
@@ -216,10 +265,11 @@ class _LoopRunner:
     under trio, refill a bucket by ``time.monotonic()`` instead of trio's clock.
     """
 
-    __slots__ = ("_submit", "closed", "thread")
+    __slots__ = ("_submit", "closed", "key", "thread")
 
-    def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
+    def __init__(self, loop: object, submit: Callable[[Callable[[], None]], object]) -> None:
         self._submit = submit
+        self.key = id(loop)  # stable: ``submit`` is bound to the loop, which therefore outlives this runner
         self.thread = threading.get_ident()
         self.closed = False
 
@@ -256,7 +306,7 @@ def _current_runner() -> _LoopRunner | None:
     except RuntimeError:
         pass
     else:
-        return _LoopRunner(loop.call_soon_threadsafe)
+        return _LoopRunner(loop, loop.call_soon_threadsafe)
     if "trio" in sys.modules:
         import trio
 
@@ -264,7 +314,7 @@ def _current_runner() -> _LoopRunner | None:
             token = trio.lowlevel.current_trio_token()
         except RuntimeError:
             return None
-        return _LoopRunner(token.run_sync_soon)
+        return _LoopRunner(token, token.run_sync_soon)
     return None
 
 
@@ -345,7 +395,7 @@ class Instrumentation:
         self._bus = bus
         self._spans = spans
         self._collect_timeout = collect_timeout
-        self._attributes: dict[tuple[str, ...], _Attributes] = {}
+        self._delay_attributes: dict[tuple[str, str, bool], _Attributes] = {}
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             AttemptFinished: self._attempt_finished,
             RetryScheduled: self._retry_scheduled,
@@ -365,7 +415,8 @@ class Instrumentation:
 
         Call it from the event loop that uses the object (in an application's startup, say): metric
         readers collect from their own threads, and the object is then read on its loop's thread.
-        Called outside any event loop (the synchronous transport), the object is read directly.
+        The synchronous :class:`~asyncretry.httpx.RetryTransport` is read in the collecting thread under
+        its own lock, and so is anything observed outside an event loop (without a lock).
 
         Args:
             target: a :class:`~asyncretry.Retrier` (all its scopes, as they come and go), an
@@ -384,17 +435,16 @@ class Instrumentation:
         """
         if not self._active:
             raise RuntimeError("this instrumentation was uninstrumented; call asyncretry.otel.instrument() again")
-        retrier, http = _retrier_of(target)
+        retrier, http, lock = _retrier_of(target)
         statistics = retrier.statistics if retrier is not None else getattr(target, "statistics", None)
-        if not callable(statistics) or not isinstance(
+        if isinstance(target, type) or not callable(statistics) or not isinstance(
             statistics(), (RetrierStatistics, QuotaStatistics, LimiterStatistics, BreakerStatistics)
         ):
             raise TypeError(
                 "target must be a Retrier, an asyncretry.httpx transport, a RetryQuota, an AdaptiveRateLimiter "
                 f"or a CircuitBreaker, got {target!r}"
             )
-        runner = _current_runner()
-        lock = getattr(target, "_lock", None) if http and runner is None else None
+        runner = _current_runner() if lock is None else None
         source = _Source(target, statistics, dict(attributes or {}), runner, self._collect_timeout, self, lock)
         meters = self._meters
         with meters.lock:
@@ -441,37 +491,29 @@ class Instrumentation:
         if handler is not None:
             handler(event)
 
-    def _cached(self, key: tuple[str, ...], make: Callable[[], _Attributes]) -> _Attributes:
-        # Events repeat a few attribute sets per scope: build each dict once (the SDK hashes it anyway).
-        attributes = self._attributes.get(key)
-        if attributes is None:
-            if len(self._attributes) >= _CACHE_LIMIT:
-                self._attributes.clear()
-            attributes = self._attributes[key] = make()
-        return attributes
-
     def _attempt_finished(self, event: AttemptFinished) -> None:
-        source, outcome, reason = event.source, event.outcome, event.reason
-        if outcome == "success":
-            attributes = self._cached(("ok", source), lambda: {
-                **_scope_attributes(source), "asyncretry.outcome": outcome,
-            })
-        else:
-            attributes = self._cached(("attempt", source, outcome, reason), lambda: {
-                **_scope_attributes(source), "asyncretry.outcome": outcome, "error.type": reason,
-            })
-        self._meters.attempts.add(1, attributes)
+        outcome = event.outcome
+        key = (event.source, outcome, "" if outcome == "success" else event.reason)
+        meters = self._meters
+        counts = meters.attempts
+        with meters.counting:
+            counts[key] = counts.get(key, 0) + 1
 
     def _retry_scheduled(self, event: RetryScheduled) -> None:
-        source, outcome, reason = event.source, event.outcome, event.reason
+        source, outcome, reason, directed = event.source, event.outcome, event.reason, event.server_directed
         meters = self._meters
-        meters.retries.add(1, self._cached(("retry", source, outcome, reason), lambda: {
-            **_scope_attributes(source), "asyncretry.outcome": outcome, "error.type": reason,
-        }))
-        directed = event.server_directed
-        meters.delay.record(event.delay, self._cached(("delay", source, outcome, str(directed)), lambda: {
-            **_scope_attributes(source), "asyncretry.outcome": outcome, "asyncretry.server_directed": directed,
-        }))
+        key = (source, outcome, reason)
+        counts = meters.retries
+        with meters.counting:
+            counts[key] = counts.get(key, 0) + 1
+        attributes = self._delay_attributes.get((source, outcome, directed))
+        if attributes is None:
+            if len(self._delay_attributes) >= _CACHE_LIMIT:
+                self._delay_attributes.clear()
+            attributes = self._delay_attributes[(source, outcome, directed)] = {
+                **_scope_attributes(source), "asyncretry.outcome": outcome, "asyncretry.server_directed": directed,
+            }
+        meters.delay.record(event.delay, attributes)
         if self._spans:
             span = trace.get_current_span()
             if span.is_recording():
@@ -486,9 +528,11 @@ class Instrumentation:
 
     def _gave_up(self, event: GaveUp) -> None:
         source, why, outcome, reason = event.source, event.why, event.outcome, event.reason
-        self._meters.give_ups.add(1, self._cached(("give_up", source, why, outcome, reason), lambda: {
-            **_scope_attributes(source), "asyncretry.why": why, "asyncretry.outcome": outcome, "error.type": reason,
-        }))
+        meters = self._meters
+        key = (source, why, outcome, reason)
+        counts = meters.give_ups
+        with meters.counting:
+            counts[key] = counts.get(key, 0) + 1
         # A first attempt that was simply final (an HTTP 404) is the caller's error, not a retry story.
         if self._spans and event.log_level > logging.DEBUG:
             span = trace.get_current_span()
@@ -503,19 +547,24 @@ class Instrumentation:
                 })
 
     def _throttled(self, event: Throttled) -> None:
-        source, reason = event.source, event.reason
-        self._meters.throttles.add(1, self._cached(("throttle", source, reason), lambda: {
-            **_scope_attributes(source), "error.type": reason,
-        }))
+        meters = self._meters
+        key = (event.source, event.reason)
+        counts = meters.throttles
+        with meters.counting:
+            counts[key] = counts.get(key, 0) + 1
 
     def _quota_exhausted(self, event: QuotaExhausted) -> None:
-        self._meters.quota_exhaustions.add(1, _scope_attributes(event.source))
+        meters = self._meters
+        counts = meters.exhaustions
+        with meters.counting:
+            counts[event.source] = counts.get(event.source, 0) + 1
 
     def _breaker_changed(self, event: BreakerStateChanged) -> None:
-        source, state = event.source, event.new_state
-        self._meters.breaker_transitions.add(1, self._cached(("breaker", source, state), lambda: {
-            **_scope_attributes(source), "asyncretry.breaker.state": state,
-        }))
+        meters = self._meters
+        key = (event.source, event.new_state)
+        counts = meters.transitions
+        with meters.counting:
+            counts[key] = counts.get(key, 0) + 1
 
 
 def _resend_count(event: Event) -> None:
@@ -526,16 +575,19 @@ def _resend_count(event: Event) -> None:
             span.set_attribute("http.request.resend_count", event.attempt - 1)
 
 
-def _retrier_of(target: object) -> tuple[Retrier | None, bool]:
-    """The retrier behind ``target`` and whether ``target`` is an httpx transport."""
+def _retrier_of(target: object) -> tuple[Retrier | None, bool, Any]:
+    """The retrier behind ``target``, whether ``target`` is an httpx transport, and the sync transport's lock."""
     if isinstance(target, Retrier):
-        return target, False
+        return target, False, None
     if "asyncretry.httpx" in sys.modules:
         from .httpx import AsyncRetryTransport, RetryTransport
 
-        if isinstance(target, (AsyncRetryTransport, RetryTransport)):
-            return target.retrier, True
-    return None, False
+        if isinstance(target, AsyncRetryTransport):
+            return target.retrier, True, None
+        if isinstance(target, RetryTransport):
+            # Its threads decide under this lock, wherever observe() is called from.
+            return target.retrier, True, target._lock
+    return None, False, None
 
 
 def instrument(

@@ -10,21 +10,18 @@ Exit status: 0 on success, 2 for bad arguments (the message names the argument),
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from ._args import capacity_schedule, choice_list, integer, number, png_path
-from ._common import CommandError
+from ._common import CommandError, UsageError
 
-__all__ = ["UsageError", "main"]
+__all__ = ["build_parser", "main"]
 
 _CONFIGURATIONS = ("none", "naive", "standard", "adaptive")
 _EXTRA_MODULES = {"httpx": "cli", "rich": "cli", "uvicorn": "cli", "matplotlib": "plot"}
-
-
-class UsageError(CommandError):
-    """Arguments that are valid one by one but not together: reported like argparse's errors, exit status 2."""
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -35,6 +32,12 @@ def _limiter_profiles() -> tuple[str, ...]:
     from .._primitives._cubic import PROFILES
 
     return tuple(PROFILES)
+
+
+def _default_profile() -> str:
+    from .._primitives._cubic import AdaptiveLimiterConfig
+
+    return AdaptiveLimiterConfig().profile
 
 
 def _scenarios() -> tuple[str, ...]:
@@ -69,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="requests per second each client wants")
     demo.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_CONFIGURATIONS,
                       help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
+    demo.add_argument("--profile", type=choice_list(_limiter_profiles()), default=(_default_profile(),),
+                      help="the adaptive limiter's profile(s), comma-separated, from: "
+                      + ", ".join(_limiter_profiles()))
     demo.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")
     demo.add_argument("--plot", type=png_path, metavar="FILE.png",
                       help="also draw send rate, capacity and the limiter's fill rate over time (needs matplotlib)")
@@ -111,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     sns.add_argument("--max-delay-retries", type=integer(0, 100), default=1, help="numMaxDelayRetries")
     sns.add_argument("--sns-json", metavar="JSON", help="an SNS delivery policy as JSON text, or @FILE to read one "
                      "(replaces the parameters above)")
-    schedule.add_argument("--plot", type=png_path, metavar="FILE.png", help="also draw the schedules (needs matplotlib)")
+    schedule.add_argument("--plot", type=png_path, metavar="FILE.png",
+                          help="also draw the schedules (needs matplotlib)")
     schedule.set_defaults(module="_schedule", parser=schedule)
 
     simulate = commands.add_parser(
@@ -152,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``asyncretry`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # reported by the subcommand's parser, so that the usage shown is the subcommand's
+            getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exit_:  # argparse exits for --help (0) and for bad arguments (2)
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     if args.command is None:
@@ -189,5 +198,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 f"needs {top}, which comes with the '{extra}' extra: pip install 'asyncretry[{extra}]'"
             ) from None
         raise
-    status: int = module.run(args, Console(highlight=False))
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 120  # piped or captured: rich would assume 80 columns and squeeze the tables
+    status: int = module.run(args, console)
     return status

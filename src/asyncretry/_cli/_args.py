@@ -7,6 +7,7 @@ exit status 2, so every message here only says what was expected and what was gi
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -83,7 +84,7 @@ def capacity_schedule(text: str) -> tuple[tuple[float, float], ...]:
         pairs.append((start, rate))
     if pairs[0][0] != 0:
         raise argparse.ArgumentTypeError(f"the first start time must be 0, got {pairs[0][0]:g}")
-    for (before, _), (after, _) in zip(pairs, pairs[1:], strict=False):
+    for (before, _), (after, _) in itertools.pairwise(pairs):
         if after <= before:
             raise argparse.ArgumentTypeError(f"start times must increase, got {before:g} then {after:g}")
     return tuple(pairs)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["CommandError", "percent", "pyplot", "seconds"]
+__all__ = ["CommandError", "UsageError", "percent", "pyplot", "seconds"]
 
 
 class CommandError(Exception):
     """A failure to report to the user in one line, with exit status 1 (a missing extra, say)."""
+
+
+class UsageError(CommandError):
+    """Arguments that are valid one by one but not together: reported like argparse's errors, exit status 2."""
 
 
 def pyplot() -> Any:

@@ -26,7 +26,7 @@ def describe(workload: Workload, server: DemoServer) -> str:
     """Two lines for humans: what the clients want and what the server does."""
     segments = server.scenario.segments()
     parts = []
-    for start, end, capacity in segments:
+    for start, _end, capacity in segments:
         what = "an outage (every request 503)" if capacity <= 0 else f"{capacity:g}/s"
         parts.append(f"{what} from {start:g} s" if start else what)
     return (
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     workload = Workload(clients=args.clients, rate=args.rate, duration=args.duration, seed=args.seed)
     if args.plot is not None:
         pyplot()  # a missing matplotlib should stop the demo before it runs, not after
-    configs = configurations(args.configs)
+    configs = configurations(args.configs, profiles=args.profile)
     server = DemoServer(
         demo_scenario(workload.duration, workload.demand),
         rng=random.Random(args.seed).random,

@@ -22,6 +22,12 @@ __all__ = ["GROUPS", "POLICY_NAMES", "Schedule", "resolve"]
 
 _BACKOFF = ("exponential", "exponential-reduce", "exponential-equal", "exponential-none", "decorrelated", "fixed",
             "linear")
+_JITTER_NOTES = {
+    "full": "full jitter: U(0, 1) x cap",
+    "reduce": "full jitter, Kotlin's form: cap x (1 - U(0, 1))",
+    "equal": "equal jitter: cap/2 + U(0, cap/2)",
+    "none": "no jitter",
+}
 _SNS_FUNCTIONS = ("linear", "arithmetic", "geometric", "exponential")
 _SNS = (*(f"sns-{f}" for f in _SNS_FUNCTIONS), "sns-aws-managed", "sns-customer-managed")
 _AWS = ("standard-2020", "standard-2026", "standard-2026-throttling", "legacy", "kotlin", "qldb", "polling")
@@ -47,6 +53,10 @@ _OPTIONS = {
 }
 
 
+class _SnsJsonError(ValueError):
+    """The ``--sns-json`` policy is unreadable or invalid."""
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """One row of the output: a named delay strategy and how many retries its policy makes.
@@ -67,9 +77,14 @@ class Schedule:
 
 
 def option_names(message: str) -> str:
-    """Rewrite a validation message to name the command-line options instead of the parameters."""
-    return re.sub(r"\b(" + "|".join(sorted(_OPTIONS, key=len, reverse=True)) + r")\b",
-                  lambda m: _OPTIONS[m.group(1)], message)
+    """Rewrite a validation message to name the command-line options instead of the parameters.
+
+    ``"max_delay must be >= initial (30 s), got 20.0"`` becomes
+    ``"argument --max-delay: must be >= --initial (30 s), got 20.0"``, like argparse's own messages.
+    """
+    message = re.sub(r"\b(" + "|".join(sorted(_OPTIONS, key=len, reverse=True)) + r")\b",
+                     lambda m: _OPTIONS[m.group(1)], message)
+    return re.sub(r"^(--[\w-]+) must ", r"argument \1: must ", message)
 
 
 def _sns_base(args: argparse.Namespace) -> DeliveryPolicy:
@@ -79,8 +94,11 @@ def _sns_base(args: argparse.Namespace) -> DeliveryPolicy:
             try:
                 text = Path(text[1:]).read_text(encoding="utf-8")
             except OSError as error:
-                raise ValueError(f"--sns-json: cannot read {text[1:]!r}: {error.strerror}") from None
-        return DeliveryPolicy.from_json(text)
+                raise _SnsJsonError(f"cannot read {text[1:]!r}: {error.strerror}") from None
+        try:
+            return DeliveryPolicy.from_json(text)
+        except (ValueError, TypeError) as error:
+            raise _SnsJsonError(str(error)) from None
     return DeliveryPolicy(
         min_delay_target=args.min_delay_target,
         max_delay_target=args.max_delay_target,
@@ -91,17 +109,13 @@ def _sns_base(args: argparse.Namespace) -> DeliveryPolicy:
     )
 
 
-def _retries(policy: RetryPolicy) -> int:
-    return policy.max_attempts - 1
-
-
 def _build(name: str, args: argparse.Namespace) -> Schedule:
     initial, multiplier, cap = args.initial, args.multiplier, args.max_delay
     if name.startswith("exponential"):
         jitter = name.partition("-")[2] or "full"
         backoff = ExponentialBackoff(initial=initial, multiplier=multiplier, max_delay=cap, jitter=jitter)  # type: ignore[arg-type]
         return Schedule(name, "backoff", backoff, None,
-                        f"min({initial:g} * {multiplier:g}^(n-1), {cap:g}) s, {jitter} jitter")
+                        f"min({initial:g} x {multiplier:g}^(n-1), {cap:g}) s, " + _JITTER_NOTES[jitter])
     if name == "decorrelated":
         return Schedule(name, "backoff", DecorrelatedJitterBackoff(base=args.base, max_delay=cap), None,
                         f"min({cap:g}, U({args.base:g}, 3 x previous)) s")
@@ -109,7 +123,7 @@ def _build(name: str, args: argparse.Namespace) -> Schedule:
         return Schedule(name, "backoff", FixedBackoff(args.delay), None, f"{args.delay:g} s every time")
     if name == "linear":
         return Schedule(name, "backoff", LinearBackoff(initial=initial, increment=args.increment, max_delay=cap),
-                        None, f"min({initial:g} + {args.increment:g} * (n-1), {cap:g}) s")
+                        None, f"min({initial:g} + {args.increment:g} x (n-1), {cap:g}) s")
     if name in ("sns-aws-managed", "sns-customer-managed"):
         policy = (DeliveryPolicy.aws_managed_endpoints() if name == "sns-aws-managed"
                   else DeliveryPolicy.customer_managed_endpoints())
@@ -124,20 +138,22 @@ def _build(name: str, args: argparse.Namespace) -> Schedule:
             f"{policy.min_delay_target:g} s, {policy.num_backoff_retries} {function} to {policy.max_delay_target:g} s, "
             f"{policy.num_max_delay_retries} at {policy.max_delay_target:g} s",
         )
+    standard_2026 = RetryPolicy.aws_standard("2026")
     presets: dict[str, tuple[RetryPolicy, Backoff | None, str]] = {
-        "standard-2020": (RetryPolicy.aws_standard("2020"), None, "AWS standard mode (botocore): U(0,1) x min(2^(n-1), 20) s"),
-        "standard-2026": (RetryPolicy.aws_standard("2026"), None, "AWS 2026 profile, transient: base 50 ms"),
-        "standard-2026-throttling": (RetryPolicy.aws_standard("2026"), RetryPolicy.aws_standard("2026").throttling_backoff,
-                                     "AWS 2026 profile, throttling: base 1 s"),
+        "standard-2020": (RetryPolicy.aws_standard("2020"), None,
+                          "AWS standard mode (botocore): U(0,1) x min(2^(n-1), 20) s"),
+        "standard-2026": (standard_2026, None, "AWS 2026 profile, transient errors: base 50 ms"),
+        "standard-2026-throttling": (standard_2026, standard_2026.throttling_backoff,
+                                     "AWS 2026 profile, throttling errors: base 1 s"),
         "legacy": (RetryPolicy.aws_legacy(), None, "legacy mode: 5 attempts, no quota"),
         "kotlin": (RetryPolicy.kotlin(), None, "AWS SDK for Kotlin: min(10 ms x 1.5^(n-1), 20 s), full jitter"),
         "qldb": (RetryPolicy.qldb(), None, "QLDB driver: 10 ms to 5 s, equal jitter, 4 retries"),
         "polling": (RetryPolicy.polling(), None, "AWS polling guidance: 2^n x 100 ms, capped at 20 s"),
     }
-    policy, backoff, note = presets[name]
-    chosen = backoff if backoff is not None else policy.backoff
+    preset, override, note = presets[name]
+    chosen = override if override is not None else preset.backoff
     assert chosen is not None
-    return Schedule(name, "aws", chosen, _retries(policy), note)
+    return Schedule(name, "aws", chosen, preset.max_attempts - 1, note)
 
 
 def resolve(names: list[str], args: argparse.Namespace) -> list[Schedule]:
@@ -151,5 +167,7 @@ def resolve(names: list[str], args: argparse.Namespace) -> list[Schedule]:
         wanted.update(GROUPS.get(name, (name,)))
     try:
         return [_build(name, args) for name in POLICY_NAMES if name in wanted]
+    except _SnsJsonError as error:
+        raise ValueError(f"argument --sns-json: {error}") from None
     except (ValueError, TypeError) as error:
         raise ValueError(option_names(str(error))) from None

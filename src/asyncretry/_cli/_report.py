@@ -18,12 +18,13 @@ __all__ = ["failure_lines", "live_progress", "plot_runs", "results_table"]
 
 
 def _stats(tally: Tally) -> str:
+    throttled = tally.throttled_attempts / tally.attempts if tally.attempts else 0.0
     text = (
-        f"requests {tally.requests:>6}  ok {tally.succeeded:>6}  failed {tally.failed:>5}  "
-        f"sends {tally.attempts:>6}  429 {percent(tally.throttled_attempts / tally.attempts if tally.attempts else 0):>5}"
+        f"requests {tally.requests:>5} ok {tally.succeeded:>5} failed {tally.failed:>5} "
+        f"sends {tally.attempts:>5} 429 {percent(throttled):>5}"
     )
     if tally.fill_rate is not None:
-        text += f"  limiter {tally.fill_rate:5.1f}/s"
+        text += f" limiter {tally.fill_rate:5.1f}/s"
     return text
 
 
@@ -33,8 +34,8 @@ def live_progress(
 ) -> Iterator[Callable[[int], Callable[[Tally], None]]]:
     """Show one progress line per configuration; yields ``tick_for(index)``, the ``on_tick`` of each run."""
     progress = Progress(
-        TextColumn("{task.description:<20}"),
-        BarColumn(bar_width=24),
+        TextColumn("{task.description:<14}"),
+        BarColumn(bar_width=16),
         TextColumn("{task.completed:>5.1f}/{task.total:.0f} " + unit),
         TextColumn("{task.fields[stats]}"),
         console=console,
@@ -63,15 +64,9 @@ def results_table(results: Sequence[RunResult], *, title: str, caption: str | No
     """The comparison table: one row per configuration."""
     table = Table(title=title, caption=caption, title_style="bold", caption_justify="left")
     table.add_column("configuration", style="bold")
-    table.add_column("goodput", justify="right")
-    table.add_column("of possible", justify="right")
-    table.add_column("throttled", justify="right")
-    table.add_column("retries", justify="right")
-    table.add_column("amplification", justify="right")
-    table.add_column("breaker trips", justify="right")
-    table.add_column("p50 latency", justify="right")
-    table.add_column("p99 latency", justify="right")
-    table.add_column("failed", justify="right")
+    for header in ("goodput", "of the\npossible", "throttled", "retries", "amplification", "breaker\ntrips",
+                   "p50\nlatency", "p99\nlatency", "failed\nrequests"):
+        table.add_column(header, justify="right")
     for r in results:
         possible = r.possible_goodput
         share = r.goodput / possible if possible else math.nan

@@ -31,22 +31,23 @@ from .._validate import check_number
 __all__ = ["DemoServer", "ServerTrace", "demo_scenario", "serve"]
 
 _BODIES = {200: b"ok\n", 429: b"slow down\n", 503: b"unavailable\n"}
+_DEMO_SCRIPT = ((0.0, 1.5), (0.2, 0.5), (0.45, 0.0), (0.6, 0.3), (0.8, 1.5))
+"""The demo's capacity: (start as a fraction of the run, capacity as a fraction of the demand)."""
 
 
 def demo_scenario(duration: float, demand: float) -> Scenario:
     """The demo's capacity script, scaled to the clients' demand (requests per second).
 
-    60% of the demand for the first 30% of the run, an outage until 45%, 30% of the demand until 70%, then
-    150% (more than the clients want) to the end.
+    Room to spare (150% of the demand) for the first 20% of the run, then 50% of the demand until 45%, an
+    outage until 60%, 30% of the demand until 80%, and room to spare again to the end.
     """
     duration = check_number("duration", duration, low=0.0, low_open=True)
     demand = check_number("demand", demand, low=0.0, low_open=True)
     return Scenario(
         name="demo",
-        schedule=((0.0, 0.6 * demand), (0.3 * duration, 0.0), (0.45 * duration, 0.3 * demand),
-                  (0.7 * duration, 1.5 * demand)),
+        schedule=tuple((start * duration, share * demand) for start, share in _DEMO_SCRIPT),
         duration=duration,
-        description="capacity 60% of the demand, an outage, 30%, then 150%",
+        description="capacity 150% of the demand, 50%, an outage, 30%, then 150% again",
     )
 
 
@@ -192,7 +193,7 @@ async def serve(app: Callable[..., Awaitable[None]], *, start_timeout: float = 1
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, lifespan="off", log_config=None, log_level="warning", access_log=False, backlog=1024,
+        app, interface="asgi3", lifespan="off", log_config=None, log_level="warning", access_log=False, backlog=1024,
         timeout_keep_alive=30, timeout_graceful_shutdown=1,
     )
     server = QuietServer(config)

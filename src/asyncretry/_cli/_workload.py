@@ -17,6 +17,7 @@ import httpx
 
 from .._engine._history import RetryHistory, history_of
 from .._engine._policy import RetryPolicy
+from .._events import BreakerStateChanged, Event
 from .._exceptions import CircuitOpenError, RateLimitTimeout, RetryCapacityExceeded
 from .._primitives._backoff import NoBackoff
 from .._primitives._breaker import CircuitBreakerConfig
@@ -119,6 +120,7 @@ class Tally:
     requests: int = 0
     succeeded: int = 0
     attempts: int = 0
+    retries: int = 0
     throttled_attempts: int = 0
     fill_rate: float | None = None
     failures: Counter[str] = field(default_factory=Counter)
@@ -141,8 +143,9 @@ class RunResult:
         succeeded: of those, requests answered ``200``.
         failures: the failed requests by cause (``429``, ``503``, ``breaker open``, ``quota empty`` ...).
         attempts: attempts the finished requests made (sends).
+        retries: of those, attempts after the first of their request.
         throttled_attempts: of those, attempts answered ``429``.
-        breaker_trips: how many times the circuit breaker opened; ``None`` without a breaker.
+        breaker_trips: how many times the circuit breaker tripped (closed to open); ``None`` without a breaker.
         latencies: each finished request's time from first send to final answer, seconds, sorted.
         trace: the server's view, per time bin.
         fill_rate: the adaptive limiter's fill rate at the end of each bin (``nan`` while it does not limit).
@@ -155,6 +158,7 @@ class RunResult:
     succeeded: int
     failures: dict[str, int]
     attempts: int
+    retries: int
     throttled_attempts: int
     breaker_trips: int | None
     latencies: tuple[float, ...]
@@ -178,12 +182,8 @@ class RunResult:
         return served / self.scenario.duration
 
     @property
-    def retries(self) -> int:
-        return self.attempts - self.requests
-
-    @property
     def amplification(self) -> float:
-        """Attempts per request: 1.0 means no request was sent twice."""
+        """Sends per request: 1.0 means no request was sent twice (a request refused by the breaker sends none)."""
         return self.attempts / self.requests if self.requests else math.nan
 
     @property
@@ -237,6 +237,16 @@ async def run_configuration(
         transport, policy=configuration.policy, rng=random.Random(workload.seed).random, name=configuration.name
     )
     tally = Tally()
+    trips = 0
+
+    def count_trips(event: Event) -> None:
+        nonlocal trips
+        # A trip closes the door on a healthy-looking backend; re-opening after a failed probe is not a new one.
+        if isinstance(event, BreakerStateChanged) and event.old_state == "closed" and event.new_state == "open":
+            trips += 1
+
+    if configuration.policy.breaker is not None:
+        retrying.retrier.subscribe(count_trips)
     bins = len(server.trace.arrivals)
     fill = [math.nan] * bins
     interval = 1.0 / workload.rate
@@ -256,6 +266,7 @@ async def run_configuration(
             tally.latencies.append(clock.now() - began)
             if history is not None:
                 tally.attempts += len(history.attempts)
+                tally.retries += max(0, len(history.attempts) - 1)
                 tally.throttled_attempts += sum(a.kind is OutcomeKind.THROTTLING for a in history.attempts)
             if response is not None and response.status_code == 200:
                 tally.succeeded += 1
@@ -289,13 +300,14 @@ async def run_configuration(
                 if on_tick is not None:
                     on_tick(tally)
 
-        with anyio.move_on_after(workload.duration):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(sample)
-                for index in range(workload.clients):
-                    tg.start_soon(one_client, index)
-        scopes = retrying.statistics().scopes
-        breaker = scopes[0].breaker if scopes else None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample)
+            for index in range(workload.clients):
+                tg.start_soon(one_client, index)
+            # Cancel at the end rather than set a deadline: the engine (rightly) gives up at once on a wait
+            # that would outlast the caller's deadline, which would turn the run's end into failures.
+            await clock.sleep(workload.duration)
+            tg.cancel_scope.cancel()
 
     return RunResult(
         name=configuration.name,
@@ -305,8 +317,9 @@ async def run_configuration(
         succeeded=tally.succeeded,
         failures=dict(tally.failures.most_common()),
         attempts=tally.attempts,
+        retries=tally.retries,
         throttled_attempts=tally.throttled_attempts,
-        breaker_trips=None if configuration.policy.breaker is None else breaker.times_opened if breaker else 0,
+        breaker_trips=None if configuration.policy.breaker is None else trips,
         latencies=tuple(sorted(tally.latencies)),
         trace=server.trace,
         fill_rate=tuple(fill),

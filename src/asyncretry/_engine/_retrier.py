@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, overload
 
 import anyio
+import anyio.lowlevel
 
 from .._events import (
     AttemptFinished,
@@ -974,8 +975,11 @@ class Attempts(_Call):
         quota = self._scope.quota
         assert quota is not None
         cost, self._quota_wait = self._quota_wait, 0
+        remaining = self._remaining(self._clock.now())
+        if remaining == 0.0:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # as in _wait_rate: cancellation first
         try:
-            await quota.acquire(cost, timeout=self._remaining(self._clock.now()))
+            await quota.acquire(cost, timeout=remaining)
         except RetryCapacityExceeded as error:
             raise self._failed_wait(error, "quota") from self._last_error
         self._last_cost = cost
@@ -984,6 +988,10 @@ class Attempts(_Call):
         scope = self._scope
         remaining = self._remaining(self._clock.now())
         try:
+            if remaining == 0.0:
+                # No time left may mean an enclosing scope was cancelled: deliver that cancellation
+                # rather than turn it into a RateLimitTimeout (which a caller catching Exception retries).
+                await anyio.lowlevel.checkpoint_if_cancelled()
             if scope.bucket is not None:
                 await scope.bucket.acquire(1, timeout=remaining)
             if scope.limiter is not None:

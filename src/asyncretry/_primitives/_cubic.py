@@ -11,6 +11,7 @@ smithy-rs, aws-sdk-go-v2 and aws-sdk-java-v2 share, down to their common test ta
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -320,15 +321,22 @@ def _seconds(value: float | timedelta) -> float:
 _TUNING: dict[str, float] = {
     "window": 1.0,
     "min_span": 0.25,
-    "beta": 0.9,
-    "k": 2.0,
-    "fast_margin": 0.15,
+    "max_span": 10.0,
+    "beta": 0.95,
+    "repeat_beta": 0.7,
+    "k": 2.5,
+    "k_short": 0.5,
+    "stable": 0.05,
     "doubling": 0.5,
     "burst_time": 0.1,
     "slot": 0.05,
     "growth": 2.0,
-    "startup_window": 1.0,
-    "outage_resume": 0.9,
+    "guard": 0.1,
+    "grown": 0.1,
+    "deepest_cut": 0.25,
+    "outage_probe": 0.01,
+    "lift": 0.01,
+    "lift_below": 0.2,
 }
 
 
@@ -380,23 +388,28 @@ class AsyncretryRateController:
         self._p = p
         self._min_fill = config.min_fill_rate
         self._min_capacity = config.min_capacity
-        horizon = max(p["window"], p["startup_window"]) + 1
+        horizon = p["window"] + 1
         self._good = _SlotCounter(p["slot"], horizon, start)
         self._sent = _SlotCounter(p["slot"], horizon, start)
+        self._first_response = math.nan
         self.enabled = False
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
         self.last_max_rate = 0.0
         self.last_throttle_time = start
         self._decreased_at = -math.inf
-        self._since_ok = 0
-        self._since_throttled = 0
+        self._event_at = -math.inf
+        self._served = 0  # successes so far
+        self._marks: deque[tuple[float, int]] = deque()  # (send time, successes before it) of throttles
         self._outage = False
-        self._resume = 0.0
-        self._episode_at = -math.inf
+        self._fresh = self._fresh_ok = 0
+        self._starting = False
         self._episode_w = 0.0
         self._probe_from = 0.0
+        self._k = p["k_short"]
+        self._beta = p["beta"]
         self.events = 0
+        self.repeats = 0
 
     @property
     def measured_rate(self) -> float:
@@ -409,76 +422,117 @@ class AsyncretryRateController:
 
     def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
         p = self._p
+        if self._first_response != self._first_response:
+            self._first_response = now
         self._sent.add(now)
-        fresh = sent_at >= self._decreased_at if sent_at is not None else now - self._decreased_at >= 0.1
         if not throttled:
             self._good.add(now)
+            self._served += 1
             if not self.enabled:
                 return
-            if fresh:
-                self._since_ok += 1
+            if sent_at is None or sent_at > self._decreased_at:
+                self._fresh_ok += 1
             if self._outage:
                 self._outage = False
-                self._start_recovery(now, self._resume)
+                self._recover(now, self._episode_w, p["beta"], p["k_short"])
                 return
             self._grow(now)
             return
-        if not self.enabled:
+        sent = sent_at if sent_at is not None else now
+        marks = self._marks
+        marks.append((sent, self._served))
+        while marks[0][0] < sent - p["max_span"]:
+            marks.popleft()
+        fresh = sent_at > self._decreased_at if sent_at is not None else now - self._decreased_at >= p["guard"]
+        if not self.enabled or (self._starting and not fresh):
+            # The first throttles: nothing measured under saturation yet. Start from what was served so
+            # far (the responses of one round trip arrive together, in any order: take the best).
             self.enabled = True
-            rate = self._good.rate(now, p["startup_window"])
-            # no capacity known yet: probe upwards from what was served, at once
-            self.last_max_rate = rate
-            self._decreased_at = now
-            self.last_throttle_time = now
-            self._probe_from = now - p["k"]
-            self._since_ok = self._since_throttled = 0
-            self._set(rate)
-            self.events += 1
+            self._starting = True
+            covered = min(p["window"], max(now - self._first_response, p["guard"]))
+            estimate = max(self._good.rate(now, covered), self._episode_w)
+            self._episode_w = estimate
+            self._recover(now, estimate, p["repeat_beta"], p["k_short"])
+            self._decreased_at = now if self.events == 0 else self._decreased_at
+            self.events += 1 if self.events == 0 else 0
             return
         if not fresh:
             return
-        self._since_throttled += 1
-        short = self._good.rate(now, p["min_span"])
-        long = self._good.rate(now, p["window"])
-        fraction = (self._since_ok + 1) / (self._since_ok + self._since_throttled + 1)
-        estimate = min(max(short, long), self.fill_rate * fraction)
+        self._starting = False
         self.events += 1
-        if now - self._episode_at > p["window"]:
-            self._episode_w = estimate
-        self._episode_at = now
-        if long <= 0.0:
-            # nothing served for a whole window: an outage, not a lower capacity. Probe at the floor and
-            # come back near the capacity seen before it.
-            self._outage = True
-            self._resume = max(self._resume, self._episode_w) if self._resume else self._episode_w
-            self._decreased_at = now
-            self.last_throttle_time = now
-            self._since_ok = self._since_throttled = 0
-            self._set(self._min_fill)
+        new_episode = now - self._event_at > p["window"]
+        self._event_at = now
+        if self._good.rate(now, p["window"]) <= 0.0:
+            self._enter_outage(now)
             return
-        self._resume = 0.0
-        self._start_recovery(now, estimate)
+        if sent - self._decreased_at < p["min_span"]:
+            self._fresh += 1
+            if self._fresh < 2:
+                # right after a cut the server's bucket is still empty: one throttle can be bad luck
+                return
+            # our last cut did not stop the throttling: cut again, from the rate we were sending at
+            self.repeats += 1
+            fraction = self._fresh_ok / (self._fresh_ok + self._fresh)
+            beta = min(p["repeat_beta"], max(fraction, p["deepest_cut"]))
+            self._recover(now, self.fill_rate, beta, p["k_short"])
+            return
+        estimate = -1.0
+        # the server's bucket was empty at both throttles: what it admitted in between is its rate
+        for mark_sent, mark_served in reversed(marks):
+            if mark_sent <= sent - p["min_span"]:
+                estimate = (self._served - mark_served) / (sent - mark_sent)
+                break
+        served = self._good.rate(now, min(p["window"], now - self._decreased_at))
+        if estimate < 0 or served > (1.0 + p["grown"]) * estimate:
+            # no reference, or one from before the capacity grew (the server's bucket overflowed while
+            # we sent less than it allowed): what it served lately is the better measure
+            estimate = served
+        probe_start = self._probe_from + self._k
+        if sent - probe_start >= p["slot"] and now - probe_start <= p["window"]:
+            # what the server admitted while we probed above the estimate: a small burst cannot hide
+            # a capacity above our estimate there, so let it lift the estimate a little each cycle
+            probed = self._good.rate(now, now - probe_start)
+            estimate = max(estimate, min(probed, (1.0 + p["lift"]) * estimate))
+        estimate = min(estimate, self.fill_rate)
+        if estimate <= 0.0:
+            self._enter_outage(now)
+            return
+        if new_episode:
+            self._episode_w = estimate
+        previous = self.last_max_rate
+        stable = abs(estimate - previous) <= p["stable"] * previous
+        self._recover(now, estimate, p["beta"], p["k"] if stable else p["k_short"])
 
-    def _start_recovery(self, now: float, w: float) -> None:
-        p = self._p
-        self.last_max_rate = w
+    def _enter_outage(self, now: float) -> None:
+        # Nothing served: an outage rather than a lower capacity. Probe slowly, and come back near the
+        # capacity seen before it.
+        self._outage = True
         self._decreased_at = now
         self.last_throttle_time = now
-        self._since_ok = self._since_throttled = 0
+        self._set(self._p["outage_probe"] * self._episode_w)
+
+    def _recover(self, now: float, w: float, beta: float, k: float) -> None:
+        self.last_max_rate = w
+        self._decreased_at = now
+        self._fresh = self._fresh_ok = 0
+        self.last_throttle_time = now
         self._probe_from = now
-        self._set(p["beta"] * w)
+        self._beta = beta
+        self._k = k
+        self._set(beta * w)
 
     def _grow(self, now: float) -> None:
         p = self._p
-        w = self.last_max_rate
-        k = p["k"]
+        w = max(self.last_max_rate, self._min_fill)
+        k = self._k
         tau = now - self._probe_from
         if tau < k:
-            rate = w * (1.0 - (1.0 - p["beta"]) * (1.0 - tau / k) ** 3)
-        else:
-            rate = w * 2.0 ** ((tau - k) / p["doubling"])
-        cap = p["growth"] * self._sent.rate(now, p["window"])
-        self._set(max(min(rate, cap), min(self.fill_rate, rate)))
+            rate = w * (1.0 - (1.0 - self._beta) * (1.0 - tau / k) ** 3)
+            self._set(max(rate, self.fill_rate))
+            return
+        rate = w * 2.0 ** ((tau - k) / p["doubling"])
+        cap = max(p["growth"] * self._sent.rate(now, p["min_span"]), w)
+        self._set(min(rate, cap))
 
 
 _CONTROLLERS["asyncretry"] = AsyncretryRateController  # type: ignore[assignment]

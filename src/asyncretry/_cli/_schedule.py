@@ -1,0 +1,129 @@
+"""``asyncretry schedule``: the delay before each retry, for backoff strategies, SNS policies and AWS presets.
+
+Each row shows, for the retry after failed attempt ``n``, the range jitter draws the delay from
+(``bounds(n)``); ``--seed`` adds the delays actually drawn with that seed, exactly as the retry engine
+draws them (one random number per retry, each delay passed on as the previous one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ._common import UsageError, pyplot
+from ._policies import Schedule, resolve
+
+__all__ = ["delays", "run"]
+
+_TITLES = {
+    "backoff": "Backoff strategies",
+    "sns": "SNS delivery policy: four phases, four backoff functions",
+    "aws": "AWS presets",
+}
+
+
+def _limit(schedule: Schedule, attempts: int) -> int:
+    """How many of the first ``attempts`` retries the policy makes."""
+    return attempts if schedule.retries is None else min(attempts, schedule.retries)
+
+
+def delays(schedule: Schedule, attempts: int, seed: int | None = None) -> list[tuple[float, float]]:
+    """``(low, high)`` bounds of the delay after failed attempts ``1..attempts`` (as far as the policy goes).
+
+    With a seed, both are the delay drawn with ``random.Random(seed)``.
+    """
+    count = _limit(schedule, attempts)
+    if seed is not None:
+        drawn = schedule.backoff.schedule(count, random.Random(seed).random)
+        return [(d, d) for d in drawn]
+    return [schedule.backoff.bounds(n) for n in range(1, count + 1)]
+
+
+def _number(value: float) -> str:
+    if value == 0:
+        return "0"
+    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+
+
+def _cell(low: float, high: float) -> str:
+    return _number(high) if low == high else f"{_number(low)}-{_number(high)}"
+
+
+def _table(group: str, schedules: Sequence[Schedule], attempts: int, seeds: Sequence[int]) -> Table:
+    table = Table(
+        title=f"{_TITLES[group]}: seconds before retry n",
+        caption="a-b: jitter draws from a to b; -: the policy has given up by then" if group != "sns" else
+        "nominal delays: SNS's jitter lowers each by up to 10% at random; -: the policy has given up by then",
+        title_style="bold", caption_justify="left",
+    )
+    table.add_column("policy", style="bold", no_wrap=True)
+    table.add_column("retries", justify="right")
+    for n in range(1, attempts + 1):
+        table.add_column(str(n), justify="right", overflow="fold")
+    table.add_column("most in all", justify="right")
+    for schedule in schedules:
+        bounds = delays(schedule, attempts)
+        rows: list[tuple[str, list[tuple[float, float]]]] = [(schedule.name, bounds)]
+        if any(low != high for low, high in bounds):  # a seed changes nothing without jitter
+            rows += [(f"  seed {seed}", delays(schedule, attempts, seed)) for seed in seeds]
+        for label, values in rows:
+            # SNS's jitter is always "up to 10% less": the nominal delay says it all.
+            cells = [_number(high) if group == "sns" else _cell(low, high) for low, high in values]
+            cells += ["-"] * (attempts - len(cells))
+            retries = "" if label != schedule.name else ("any" if schedule.retries is None else str(schedule.retries))
+            table.add_row(label, retries, *cells, _number(sum(high for _, high in values)),
+                          style="dim" if label != schedule.name else None)
+    return table
+
+
+def _plot(groups: dict[str, list[Schedule]], attempts: int, seeds: Sequence[int], path: Path) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 3.6 * len(groups)), squeeze=False)
+    for ax, (group, schedules) in zip((row[0] for row in axes), groups.items(), strict=True):
+        for index, schedule in enumerate(schedules):
+            color = f"C{index % 10}"
+            bounds = delays(schedule, attempts)
+            xs = list(range(1, len(bounds) + 1))
+            ax.plot(xs, [high for _, high in bounds], color=color, marker="o", ms=3, lw=1.4, label=schedule.name)
+            if any(low != high for low, high in bounds):
+                ax.fill_between(xs, [low for low, _ in bounds], [high for _, high in bounds], color=color, alpha=0.12)
+            for seed in seeds:
+                drawn = delays(schedule, attempts, seed)
+                ax.plot(xs, [d for d, _ in drawn], color=color, ls=":", marker="x", ms=4, lw=0.8)
+        ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_xlim(0.5, attempts + 0.5)
+        ax.set_xlabel("retry n (after failed attempt n)")
+        ax.set_ylabel("delay (s)")
+        ax.set_title(_TITLES[group] + (": shaded = the jitter's range, dotted = drawn" if seeds else
+                                       ": shaded = the jitter's range"), fontsize=10, loc="left")
+        ax.legend(fontsize=7, ncols=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Print (and plot) the schedules; returns the exit status."""
+    if args.plot is not None:
+        pyplot()
+    try:
+        schedules = resolve(args.policies, args)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    groups: dict[str, list[Schedule]] = {}
+    for schedule in schedules:
+        groups.setdefault(schedule.group, []).append(schedule)
+    for group, members in groups.items():
+        console.print(_table(group, members, args.attempts, args.seed))
+        for schedule in members:
+            console.print(f"  [bold]{schedule.name}[/bold]: {schedule.note}", style="dim")
+        console.print()
+    if args.plot is not None:
+        _plot(groups, args.attempts, args.seed, args.plot)
+        console.print(f"Plot written to {args.plot}")
+    return 0

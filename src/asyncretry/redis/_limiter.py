@@ -1,0 +1,368 @@
+"""RedisAdaptiveRateLimiter: the AWS adaptive (CUBIC) limiter for a whole fleet, with one shared rate.
+
+Design, and why it converges: there is exactly one CUBIC state and one token bucket per name, both in one
+Redis hash. Every process reports its responses (how many, how many throttled) and takes its tokens from
+that bucket, in the same script; the script feeds the reports to the SPEC section 5 update (the measured
+send rate is therefore the *fleet's* send rate, and a throttle in any process cuts the one fill rate to
+``beta`` times it) and hands out tokens at the resulting fill rate. The fleet does not converge on a rate
+by gossip: it has only one rate, the one a single client sending the fleet's traffic would have.
+
+What stays local and cheap: :meth:`~RedisAdaptiveRateLimiter.update` is synchronous and only counts (and
+feeds a local shadow limiter, the fail-open fallback). Reports travel with the next
+:meth:`~RedisAdaptiveRateLimiter.acquire`. While the fleet's limiter is not enabled (no throttle yet)
+``acquire`` is free and makes a round trip only every ``sync_interval`` seconds, or at once when this
+process has a throttle to report; once enabled, every ``acquire`` is one round trip (it takes a token).
+
+Approximations, stated: reports are counted at the server time they arrive (up to one request, or
+``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
+the SDKs' own lag of one measurement bucket. Reservations made before a rate cut keep their times; the
+cut applies to every token handed out after it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar
+
+import redis.asyncio
+
+from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, Throttled
+from .._exceptions import RateLimitTimeout
+from .._primitives._clock import DEFAULT_CLOCK, Clock
+from .._primitives._cubic import AdaptiveLimiterConfig, RateController
+from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
+from .._validate import check_seconds
+from ._backend import OnUnavailable, RedisBackend, _Link, fmt, num
+from ._scripts import LIMITER
+
+__all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
+
+
+def _seconds(value: float | timedelta) -> float:
+    # The config normalises durations to float seconds; this only narrows the type.
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+class _Muted(EventBus):
+    """A bus nobody hears: the local shadow limiter's own events would duplicate the fleet's."""
+
+    __slots__ = ()
+
+    def wants(self, event_type: type[Event]) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedisLimiterStatistics(LimiterStatistics):
+    """A snapshot of a :class:`RedisAdaptiveRateLimiter`.
+
+    ``enabled``, ``fill_rate``, ``max_capacity``, ``available``, ``measured_rate``, ``last_max_rate`` and
+    ``last_throttle_time`` are the fleet's, as of the last round trip (``last_throttle_time`` on this
+    process's clock); the counters are this process's. While degraded, the local shadow's figures.
+
+    Attributes:
+        degraded: whether the last operation could not reach Redis.
+        round_trips: scripts this limiter ran on Redis.
+        fallbacks: operations that could not reach Redis.
+    """
+
+    degraded: bool
+    round_trips: int
+    fallbacks: int
+
+
+@dataclass(slots=True)
+class _View:
+    """The fleet limiter as the last round trip saw it."""
+
+    enabled: bool = False
+    fill_rate: float = 0.5
+    max_capacity: float = 1.0
+    tokens: float = 0.0
+    measured_rate: float = 0.0
+    last_max_rate: float = 0.0
+    last_throttle_time: float = 0.0  # local clock
+    seen_at: float = math.nan  # local clock
+
+
+class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
+    """An adaptive (CUBIC) rate limiter whose fill rate and tokens are shared by every process of a fleet.
+
+    Use it like :class:`~asyncretry.AdaptiveRateLimiter`: ``await limiter.acquire()`` before every
+    attempt, ``limiter.update(throttled)`` after it; or give the retry engine a factory
+    (``Retrier(policy, limiter=lambda key: RedisAdaptiveRateLimiter(backend, name=key))``).
+    See the module documentation for the design.
+
+    Args:
+        redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
+        config: the CUBIC constants (every process must use the same); defaults to the AWS values. Only
+            the ``"aws"`` profile runs on Redis.
+        name: names the shared limiter (the Redis key ``{prefix}limiter:{name}``) and its events.
+        on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) limits with a local
+            shadow limiter that has seen this process's responses all along; ``"fail_closed"`` raises
+            :class:`~asyncretry.BackendUnavailable` from :meth:`acquire`.
+        sync_interval: while the fleet's limiter is not enabled, the longest a process goes without a
+            round trip (to learn that another process was throttled), seconds (> 0, default 0.25).
+        key_ttl: seconds an unused limiter is kept on Redis (> 0, default 600); an expired one starts
+            again disabled, like a fresh limiter.
+        clock: the time source; defaults to the running loop's clock.
+        events: where :class:`~asyncretry.Throttled`, :class:`~asyncretry.LimiterRateChanged` and the
+            backend's events go; defaults to the global bus.
+    """
+
+    __slots__ = (
+        "_args",
+        "_bus",
+        "_give",
+        "_key_ttl_ms",
+        "_link",
+        "_next_sync",
+        "_reported",
+        "_reserved",
+        "_sync_interval",
+        "_throttled",
+        "_view",
+    )
+
+    remote: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        redis: RedisBackend | redis.asyncio.Redis | str,
+        config: AdaptiveLimiterConfig | None = None,
+        *,
+        name: str = "limiter",
+        on_unavailable: OnUnavailable = "fail_open",
+        sync_interval: float | timedelta = 0.25,
+        key_ttl: float | timedelta = 600.0,
+        clock: Clock | None = None,
+        events: EventBus | None = None,
+    ) -> None:
+        if config is not None and config.profile != "aws":
+            raise ValueError(
+                f"profile must be 'aws' for RedisAdaptiveRateLimiter (the fleet's script runs SPEC section 5), "
+                f"got {config.profile!r}"
+            )
+        super().__init__(config, clock=clock, name=name, events=_Muted())
+        self._bus = events if events is not None else GLOBAL_EVENTS
+        self._sync_interval = check_seconds("sync_interval", sync_interval, low_open=True)
+        self._key_ttl_ms = math.ceil(check_seconds("key_ttl", key_ttl, low_open=True) * 1000)
+        self._link = _Link(
+            redis, kind="limiter", name=name, on_unavailable=on_unavailable, events=self._bus,
+            clock=clock if clock is not None else DEFAULT_CLOCK,
+            fallback="a local adaptive limiter fed with this process's responses",
+        )
+        c = self._config
+        self._args = (
+            fmt(c.beta), fmt(c.scale_constant), fmt(c.smoothing), fmt(_seconds(c.measurement_bucket)),
+            fmt(c.min_fill_rate), fmt(c.min_capacity), fmt(c.max_rate_growth),
+        )
+        self._reported = 0  # responses not yet reported to the fleet
+        self._throttled = 0  # of those, throttles
+        self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
+        self._reserved = 0
+        self._next_sync = -math.inf
+        self._view = _View(fill_rate=c.min_fill_rate, max_capacity=c.min_capacity)
+
+    @property
+    def backend(self) -> RedisBackend:
+        """The backend the limiter's state lives on."""
+        return self._link.backend
+
+    @property
+    def key(self) -> str:
+        """The Redis key of the limiter."""
+        return self._link.key
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the fleet's limiter has seen a throttle (as of the last round trip)."""
+        return self._local().enabled if self._link.degraded else self._view.enabled
+
+    @property
+    def fill_rate(self) -> float:
+        """The fleet's fill rate, attempts per second, as of the last round trip."""
+        return self._local().fill_rate if self._link.degraded else self._view.fill_rate
+
+    @property
+    def max_capacity(self) -> float:
+        """The fleet bucket's capacity, tokens, as of the last round trip."""
+        return self._local().max_capacity if self._link.degraded else self._view.max_capacity
+
+    @property
+    def measured_rate(self) -> float:
+        """The fleet's smoothed send rate, requests per second, as of the last round trip."""
+        return self._local().measured_rate if self._link.degraded else self._view.measured_rate
+
+    @property
+    def last_max_rate(self) -> float:
+        """The fleet's rate at its last throttle (CUBIC's ``W_max``)."""
+        return self._local().last_max_rate if self._link.degraded else self._view.last_max_rate
+
+    @property
+    def last_throttle_time(self) -> float:
+        """When the fleet's last throttle hit, on this process's clock."""
+        return self._local().last_throttle_time if self._link.degraded else self._view.last_throttle_time
+
+    async def acquire(self, *, timeout: float | timedelta | None = None) -> None:
+        """Wait for the fleet's permission to send one attempt, reporting this process's responses.
+
+        Free (no round trip) while the fleet's limiter is not enabled, except every ``sync_interval``
+        and when a throttle waits to be reported; once enabled, one round trip that takes a token from
+        the fleet's bucket, then a sleep of the time the server computed if the call must wait.
+
+        Args:
+            timeout: the longest wait allowed, seconds or a ``timedelta``; defaults to the config's
+                ``max_wait`` (``None``: as long as needed; 0: fail fast).
+
+        Raises:
+            RateLimitTimeout: the token would not come within ``timeout``; none was taken.
+            BackendUnavailable: Redis cannot be reached and the limiter fails closed.
+        """
+        if timeout is not None:
+            timeout = check_seconds("timeout", timeout, allow_inf=True)
+        limit = timeout if timeout is not None else self._config.max_wait
+        now = self._clock.now()
+        if not (self._view.enabled or self._throttled or now >= self._next_sync or self._link.degraded):
+            self._acquires += 1
+            return
+        reply = await self._run(want=True, max_wait=None if limit is None else _seconds(limit))
+        if reply is None:
+            await AdaptiveRateLimiter.acquire(self, timeout=timeout)
+            return
+        granted, wait = reply
+        if not granted:
+            self._timeouts += 1
+            raise RateLimitTimeout(name=self.name, wait=wait, timeout=_seconds(limit) if limit is not None else 0.0)
+        self._acquires += 1
+        if wait > 0.0:
+            self._reserved += 1
+            slept = False
+            try:
+                await self._clock.sleep(wait)
+                slept = True
+            finally:
+                self._reserved -= 1
+                if not slept:
+                    self._give += 1  # cancelled: the attempt will not happen, the token goes back
+            self._waits += 1
+            self._wait_time += wait
+
+    def try_acquire(self) -> bool:
+        """Not available on a fleet limiter (a token needs a round trip): use ``await acquire(timeout=0)``."""
+        raise TypeError(
+            f"{type(self).__name__} keeps its tokens on Redis and cannot answer synchronously; "
+            "use `await limiter.acquire(timeout=0)`"
+        )
+
+    def time_until_available(self) -> float:
+        """Estimate, from the last round trip, how long :meth:`acquire` would wait (0 while not enabled)."""
+        if self._link.degraded:
+            return super().time_until_available()
+        view = self._view
+        if not view.enabled:
+            return 0.0
+        return max(0.0, (1.0 - self._tokens()) / view.fill_rate)
+
+    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
+        """Count one response for the fleet (reported with the next round trip); synchronous and cheap.
+
+        Args:
+            throttled: whether the response was a throttling error.
+            reason: why it counts as a throttle, for the :class:`~asyncretry.Throttled` event.
+            sent_at: when the request was sent (local clock); only the local shadow uses it (the fleet
+                runs the ``"aws"`` profile, which ignores it).
+        """
+        # The local shadow, the fail-open fallback, sees every response.
+        AdaptiveRateLimiter.update(self, throttled, reason=reason, sent_at=sent_at)
+        self._reported += 1
+        if throttled:
+            self._throttled += 1
+            if self._bus.wants(Throttled):
+                self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
+
+    async def refresh(self) -> LimiterStatistics:
+        """Report this process's responses and read the fleet's state now (one round trip)."""
+        await self._run(want=False, max_wait=None)
+        return self.statistics()
+
+    def statistics(self) -> RedisLimiterStatistics:
+        """Return the fleet's limiter as of the last round trip, with this process's counters."""
+        link = self._link
+        local = super().statistics()
+        view = self._view
+        fleet = not link.degraded
+        return RedisLimiterStatistics(
+            name=self.name,
+            enabled=view.enabled if fleet else local.enabled,
+            fill_rate=view.fill_rate if fleet else local.fill_rate,
+            max_capacity=view.max_capacity if fleet else local.max_capacity,
+            available=self._tokens() if fleet else local.available,
+            measured_rate=view.measured_rate if fleet else local.measured_rate,
+            last_max_rate=view.last_max_rate if fleet else local.last_max_rate,
+            last_throttle_time=view.last_throttle_time if fleet else local.last_throttle_time,
+            updates=self._updates,
+            throttles=self._throttles,
+            acquires=self._acquires,
+            waits=self._waits,
+            wait_time=self._wait_time,
+            timeouts=self._timeouts,
+            waiting=local.waiting + self._reserved,
+            degraded=link.degraded,
+            round_trips=link.round_trips,
+            fallbacks=link.fallbacks,
+        )
+
+    def __repr__(self) -> str:
+        state = "enabled" if self.enabled else "disabled"
+        where = "degraded" if self._link.degraded else "shared"
+        return (
+            f"<RedisAdaptiveRateLimiter {self.name!r} key={self._link.key!r} {state} "
+            f"fill_rate={self.fill_rate:.4g}/s measured_rate={self.measured_rate:.4g}/s {where} "
+            f"on_unavailable={self._link.on_unavailable!r}>"
+        )
+
+    # -- internals
+
+    def _local(self) -> RateController:
+        return self._control
+
+    def _tokens(self) -> float:
+        view = self._view
+        tokens = view.tokens
+        if view.enabled and not math.isnan(view.seen_at):
+            tokens = min(view.max_capacity, tokens + max(0.0, self._clock.now() - view.seen_at) * view.fill_rate)
+        return tokens
+
+    async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float] | None:
+        responses, throttles, give = self._reported, self._throttled, self._give
+        self._reported = self._throttled = self._give = 0
+        args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
+        # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
+        reply = await self._link.run(LIMITER, args, report=not want)
+        now = self._clock.now()
+        if reply is None:
+            # Stale counts would skew the fleet's measured rate after the outage: only the tokens are kept.
+            if not self._link.maybe_sent:
+                self._give += give
+            return None
+        self._next_sync = now + self._sync_interval
+        view = self._view
+        server_now = num(reply[9])
+        view.enabled = bool(int(reply[2]))
+        view.fill_rate = num(reply[3])
+        view.max_capacity = num(reply[4])
+        view.tokens = num(reply[5])
+        view.measured_rate = num(reply[6])
+        view.last_max_rate = num(reply[7])
+        view.last_throttle_time = now - (server_now - num(reply[8]))
+        view.seen_at = now
+        old_rate = num(reply[10])
+        if responses and view.fill_rate != old_rate and self._bus.wants(LimiterRateChanged):
+            self._bus.emit(LimiterRateChanged(
+                time=now, source=self.name, old_rate=old_rate, new_rate=view.fill_rate,
+                measured_rate=view.measured_rate, throttled=throttles > 0, enabled=view.enabled,
+            ))
+        return bool(int(reply[0])), num(reply[1])

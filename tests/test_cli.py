@@ -1,0 +1,311 @@
+"""The ``asyncretry`` command: exit codes, messages that name the bad argument, and what each command shows."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from asyncretry import DeliveryPolicy, ExponentialBackoff
+from asyncretry._cli import main
+from asyncretry._cli._args import capacity_schedule
+from asyncretry._cli._policies import GROUPS, option_names, resolve
+from asyncretry._cli._schedule import delays
+from asyncretry._cli._server import DemoServer, demo_scenario
+from asyncretry._cli._workload import RunResult, Workload
+from asyncretry._simulation import Scenario
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+# --- exit codes and argument errors
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--help`` of the command and of every subcommand exits with status 0 and names the subcommands."""
+    status, out, _ = run(capsys, "--help")
+    assert status == 0
+    assert all(name in out for name in ("demo", "schedule", "simulate"))
+    for command in ("demo", "schedule", "simulate"):
+        assert run(capsys, command, "--help")[0] == 0
+
+
+def test_no_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a subcommand the command shows its help on stderr and exits with status 2."""
+    status, out, err = run(capsys)
+    assert status == 2
+    assert "demo" in err
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--clients", "0"], "argument --clients: must be an integer from 1 to 500, got 0"),
+        (["demo", "--clients", "many"], "argument --clients: expected an integer"),
+        (["demo", "--duration", "0.1"], "argument --duration: must be a number >= 0.5 and <= 600 s"),
+        (["demo", "--duration", "nan"], "argument --duration: must be a number"),
+        (["demo", "--rate", "0"], "argument --rate: must be a number > 0"),
+        (["demo", "--configs", "standard,bogus"], "argument --configs: unknown name(s) bogus"),
+        (["demo", "--profile", "fast"], "argument --profile: unknown name(s) fast"),
+        (["demo", "--plot", "out.jpg"], "argument --plot: expected a file name ending in .png"),
+        (["demo", "--plot", "/no/such/dir/out.png"], "argument --plot: the directory '/no/such/dir' does not exist"),
+        (["demo", "--bogus"], "unrecognized arguments: --bogus"),
+        (["schedule", "nonsense"], "argument POLICY: unknown name(s) nonsense"),
+        (["schedule", "--attempts", "0"], "argument --attempts: must be an integer from 1 to 100"),
+        (["schedule", "--initial", "0"], "argument --initial: must be > 0"),
+        (["schedule", "exponential", "--initial", "30"], "argument --max-delay: must be >= --initial (30 s)"),
+        (["schedule", "sns", "--num-retries", "2"], "<= --num-retries (2)"),
+        (["schedule", "sns", "--sns-json", "{not json"], "argument --sns-json: the delivery policy is not valid JSON"),
+        (["schedule", "sns", "--sns-json", '{"x": 1}'], "argument --sns-json: unknown key"),
+        (["simulate", "--scenario", "flat"], "argument --scenario: invalid choice: 'flat'"),
+        (["simulate", "--capacity", "5:100"], "argument --capacity: the first start time must be 0, got 5"),
+        (["simulate", "--capacity", "0:100,10:50,5:20"], "argument --capacity: start times must increase"),
+        (["simulate", "--capacity", "0:-1"], "argument --capacity: expected START:RATE pairs"),
+        (["simulate", "--capacity", "0:100,60:0", "--duration", "30"],
+         "argument --duration: must be longer than the last change of --capacity (60 s), got 30"),
+        (["simulate", "--scenario", "step-down", "--duration", "60"],
+         "argument --duration: must be longer than the last change of --scenario step-down (60 s)"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_argument(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """A bad argument exits with status 2, prints the usage and a message that names the argument, runs nothing."""
+    status, out, err = run(capsys, *argv)
+    assert status == 2
+    assert message in err
+    assert "error:" in err
+    assert err.startswith(f"usage: asyncretry {argv[0]}")
+    assert out == ""
+
+
+def test_missing_plot_extra_exits_1_saying_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--plot`` without matplotlib fails before doing any work, with status 1 and the pip command to run."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    status, out, err = run(capsys, "schedule", "fixed", "--plot", str(tmp_path / "s.png"))
+    assert status == 1
+    assert "pip install 'asyncretry[plot]'" in err
+    assert out == ""
+    assert not (tmp_path / "s.png").exists()
+
+
+def test_missing_cli_extra_exits_1_saying_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command whose libraries are missing exits with status 1 and names the extra to install."""
+    for name in [n for n in sys.modules if n.startswith(("rich", "asyncretry._cli._"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "rich", None)
+    status, _, err = run(capsys, "schedule")
+    assert status == 1
+    assert "needs rich" in err
+    assert "pip install 'asyncretry[cli]'" in err
+
+
+# --- schedule
+
+
+def test_schedule_shows_the_jitter_range_and_the_drawn_delays(capsys: pytest.CaptureFixture[str]) -> None:
+    """A row shows the range jitter draws from for each retry; ``--seed`` adds the delays the engine would draw."""
+    status, out, _ = run(capsys, "schedule", "standard-2020", "--attempts", "4", "--seed", "7")
+    assert status == 0
+    row = next(line for line in out.splitlines() if "standard-2020" in line and "│" in line)
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    # policy, retries, delays 1..4, total: standard mode makes 2 retries, so 3 and 4 are "-"
+    assert cells == ["standard-2020", "2", "0-1", "0-2", "-", "-", "3"]
+    rng = random.Random(7).random
+    first, second = rng() * 1.0, rng() * 2.0
+    seeded = next(line for line in out.splitlines() if "seed 7" in line)
+    assert f"{first:.3g}" in seeded
+    assert f"{second:.3g}" in seeded
+    assert "U(0,1) x min(2^(n-1), 20) s" in out
+
+
+def test_schedule_all_shows_every_kind_preset_and_sns_function(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without arguments, schedule shows the backoff kinds, SNS's four functions and presets, and the AWS presets."""
+    status, out, _ = run(capsys, "schedule")
+    assert status == 0
+    for name in GROUPS["all"]:
+        assert name in out
+    assert "Backoff strategies" in out
+    assert "SNS delivery policy" in out
+    assert "AWS presets" in out
+
+
+def test_schedule_rows_match_the_strategies() -> None:
+    """The delays schedule shows are the strategies' own bounds and draws (the engine's sequence for a seed)."""
+    from argparse import Namespace
+
+    from asyncretry._cli import build_parser
+
+    args: Namespace = build_parser().parse_args(["schedule"])
+    rows = {s.name: s for s in resolve(["backoff", "sns"], args)}
+    exponential = rows["exponential"]
+    assert exponential.backoff == ExponentialBackoff(initial=1.0, multiplier=2.0, max_delay=20.0)
+    assert delays(exponential, 3) == [(0.0, 1.0), (0.0, 2.0), (0.0, 4.0)]
+    assert [d for d, _ in delays(exponential, 3, seed=3)] == exponential.backoff.schedule(3, random.Random(3).random)
+    linear = rows["sns-linear"].backoff
+    assert isinstance(linear, DeliveryPolicy)
+    assert [d for _, d in delays(rows["sns-linear"], 100)] == linear.schedule(100)
+    assert len(delays(rows["sns-linear"], 100)) == linear.num_retries  # never past the policy's retries
+    assert {rows[f"sns-{f}"].backoff.backoff_function for f in ("linear", "arithmetic", "geometric", "exponential")} \
+        == {"linear", "arithmetic", "geometric", "exponential"}  # type: ignore[attr-defined]
+
+
+def test_schedule_reads_an_sns_json_policy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--sns-json @FILE`` reads SNS's JSON delivery policy and shows its phases."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(
+        '{"healthyRetryPolicy": {"minDelayTarget": 2, "maxDelayTarget": 10, "numRetries": 4,'
+        ' "numNoDelayRetries": 1, "backoffFunction": "linear"}}'
+    )
+    status, out, _ = run(capsys, "schedule", "sns-linear", "--sns-json", f"@{policy}", "--attempts", "5")
+    assert status == 0
+    row = next(line for line in out.splitlines() if "sns-linear" in line and "│" in line)
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[:7] == ["sns-linear", "4", "0", "2", "6", "10", "-"]
+
+
+def test_schedule_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``schedule --plot FILE.png`` writes a PNG image."""
+    path = tmp_path / "schedule.png"
+    status, out, _ = run(capsys, "schedule", "--seed", "1", "--plot", str(path))
+    assert status == 0
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    assert f"Plot written to {path}" in out.replace("\n", "")
+
+
+def test_option_names_rewrites_parameter_names() -> None:
+    """Library validation messages are reworded to name the command-line options."""
+    assert option_names("max_delay must be >= initial (30 s), got 20.0") == (
+        "argument --max-delay: must be >= --initial (30 s), got 20.0"
+    )
+
+
+# --- simulate
+
+
+def test_simulate_prints_the_comparison_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """simulate runs each configuration in virtual time and prints one table row each, with every column."""
+    path = tmp_path / "sim.png"
+    status, out, _ = run(
+        capsys, "simulate", "--duration", "20", "--clients", "5", "--configs", "none,naive,standard,adaptive",
+        "--profile", "aws", "--plot", str(path),
+    )
+    assert status == 0
+    for header in ("goodput", "throttled", "retries", "amplification", "breaker", "p50", "p99", "failed"):
+        assert header in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    assert {"no retries", "naive retries", "standard", "adaptive"} <= set(rows)
+    assert "1.00x" in rows["no retries"]  # no retries: one send per request
+    assert "20 virtual s per configuration" in out.replace("\n", "")
+    assert path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_simulate_runs_a_custom_capacity_script(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--capacity`` sets the server's capacity script; the run covers the given duration."""
+    status, out, _ = run(
+        capsys, "simulate", "--capacity", "0:20,5:0,7:20", "--duration", "10", "--clients", "4", "--configs", "standard"
+    )
+    assert status == 0
+    assert "an outage (every request 503) from 5 s" in out.replace("\n", " ")
+    assert "standard" in out
+
+
+# --- the demo's parts
+
+
+def test_demo_scenario_scales_with_demand() -> None:
+    """The demo's capacity script: room to spare, a cut, an outage, a deeper cut, room again; scaled to demand."""
+    scenario = demo_scenario(10.0, 100.0)
+    assert scenario.schedule == ((0.0, 150.0), (2.0, 50.0), (4.5, 0.0), (6.0, 30.0), (8.0, 150.0))
+    assert scenario.duration == 10.0
+    with pytest.raises(ValueError, match="duration"):
+        demo_scenario(0.0, 100.0)
+
+
+@pytest.mark.anyio
+async def test_demo_server_throttles_fails_and_has_an_outage() -> None:
+    """The server admits its capacity, answers 429 + Retry-After above it, 503 during the outage."""
+    scenario = Scenario(name="t", schedule=((0.0, 10.0), (1.0, 0.0), (2.0, 10.0)), duration=3.0)
+    server = DemoServer(scenario, transient=0.0, latency=0.01, burst=0.5)
+    server.start()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle), base_url="http://t") as client:
+        first = [await client.get("/") for _ in range(6)]
+        statuses = [r.status_code for r in first]
+        assert statuses == [200] * 5 + [429]  # a bucket of 0.5 s x 10/s admits 5 at once
+        assert first[-1].headers["retry-after"] == "1"
+        import anyio
+
+        await anyio.sleep(1.2 - 0.05)
+        assert (await client.get("/")).status_code == 503  # the outage
+        await anyio.sleep(1.0)
+        assert (await client.get("/")).status_code == 200
+    assert sum(server.trace.arrivals) == 8
+    assert sum(server.trace.throttled) == 1
+    assert sum(server.trace.failed) == 1
+
+
+@pytest.mark.anyio
+async def test_demo_server_fails_the_given_fraction_transiently() -> None:
+    """With ``transient=1`` every admitted request fails with 503; with 0 none does."""
+    scenario = Scenario(name="t", schedule=((0.0, 1000.0),), duration=1.0)
+    for transient, status in ((1.0, 503), (0.0, 200)):
+        server = DemoServer(scenario, transient=transient, latency=0.0)
+        server.start()
+        async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle), base_url="http://t") as client:
+            assert {(await client.get("/")).status_code for _ in range(5)} == {status}
+
+
+def test_run_result_figures() -> None:
+    """Amplification is sends per request, latency quantiles are nearest-rank, goodput is per second."""
+    scenario = Scenario(name="t", schedule=((0.0, 10.0), (5.0, 0.0)), duration=10.0)
+    server = DemoServer(scenario)
+    result = RunResult(
+        name="x", scenario=scenario, workload=Workload(clients=2, rate=10.0, duration=10.0), requests=4,
+        succeeded=3, failures={"429": 1}, attempts=6, retries=2, throttled_attempts=3, breaker_trips=None,
+        latencies=(0.1, 0.2, 0.3, 0.4), trace=server.trace, fill_rate=(),
+    )
+    assert result.amplification == 1.5
+    assert result.throttled_fraction == 0.5
+    assert result.goodput == 0.3
+    assert result.possible_goodput == 5.0  # 10/s for 5 s of 10, capped by a demand of 20/s
+    assert result.latency(0.5) == 0.2
+    assert result.latency(0.99) == 0.4
+    assert result.failed == 1
+
+
+def test_capacity_schedule_parses_pairs() -> None:
+    """``START:RATE,...`` parses to (seconds, requests per second) pairs."""
+    assert capacity_schedule("0:100, 60:0,65:50.5") == ((0.0, 100.0), (60.0, 0.0), (65.0, 50.5))
+
+
+# --- the demo itself, on the real network (127.0.0.1)
+
+
+@pytest.mark.real_time
+def test_demo_runs_and_prints_the_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A tiny demo against the local server exits 0 and prints one row per configuration, and the plot."""
+    path = tmp_path / "demo.png"
+    status, out, err = run(
+        capsys, "demo", "--duration", "1", "--clients", "3", "--configs", "none,adaptive", "--plot", str(path)
+    )
+    assert status == 0, err
+    assert "server: http://127.0.0.1:" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    assert set(rows) == {"no retries", "adaptive"}
+    for header in ("goodput", "throttled", "retries", "amplification", "breaker", "p50", "p99", "failed"):
+        assert header in out
+    assert path.read_bytes().startswith(PNG_MAGIC)

@@ -1,0 +1,208 @@
+"""RedisCircuitBreaker: one breaker for a fleet; failures anywhere trip it, probes are shared, transitions once."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+import redis
+
+from asyncretry import (
+    BreakerState,
+    BreakerStateChanged,
+    CircuitBreaker,
+    CircuitBreakerConfig,
+    CircuitOpenError,
+    Event,
+    EventBus,
+)
+from asyncretry.redis import RedisBackend, RedisCircuitBreaker
+from conftest_redis import RedisServer
+from conftest_redis import anyio_backend as anyio_backend
+from conftest_redis import prefix as prefix
+from conftest_redis import redis_server as redis_server
+
+pytestmark = [pytest.mark.redis, pytest.mark.real_time]
+
+QUICK = CircuitBreakerConfig(consecutive_failures=4, failure_ratio=None, break_duration=0.1)
+
+
+@asynccontextmanager
+async def two_processes(
+    server: RedisServer, prefix: str, config: CircuitBreakerConfig = QUICK, **options: object
+) -> AsyncIterator[tuple[RedisCircuitBreaker, RedisCircuitBreaker]]:
+    """Two breakers with one name on two clients: two processes, as far as Redis can tell."""
+    async with RedisBackend(server.url, prefix=prefix) as one, RedisBackend(server.url, prefix=prefix) as two:
+        yield (
+            RedisCircuitBreaker(one, config, name="api", **options),  # type: ignore[arg-type]
+            RedisCircuitBreaker(two, config, name="api", **options),  # type: ignore[arg-type]
+        )
+
+
+async def fail(breaker: RedisCircuitBreaker, times: int = 1) -> None:
+    for _ in range(times):
+        probe = await breaker.acquire_async()
+        await breaker.record_async(success=False, probe=probe)
+
+
+@pytest.mark.anyio
+async def test_failures_in_two_processes_trip_one_circuit(redis_server: RedisServer, prefix: str) -> None:
+    """Two failures here and two there make the four in a row that open the circuit for both."""
+    async with two_processes(redis_server, prefix) as (a, b):
+        await fail(a, 2)
+        await fail(b, 2)
+        with pytest.raises(CircuitOpenError, match="open") as caught:
+            await a.acquire_async()
+        assert 0 < caught.value.retry_after <= 0.1
+        assert b.statistics().state is BreakerState.OPEN
+        assert a.statistics().rejected == 1
+
+
+@pytest.mark.anyio
+async def test_the_failure_ratio_counts_the_whole_fleet(redis_server: RedisServer, prefix: str) -> None:
+    """With minimum_throughput 4 and ratio 0.5, two successes in one process and two failures in the other trip it."""
+    config = CircuitBreakerConfig(failure_ratio=0.5, minimum_throughput=4, sampling_duration=10)
+    async with two_processes(redis_server, prefix, config) as (a, b):
+        for _ in range(2):
+            await a.record_async(success=True, probe=await a.acquire_async())
+        await fail(b)
+        assert b.statistics().state is BreakerState.CLOSED
+        await fail(b)
+        stats = b.statistics()
+        assert stats.state is BreakerState.OPEN
+        assert (stats.failures, stats.successes) == (2, 2)  # the fleet's window, as CircuitBreaker keeps it
+
+
+@pytest.mark.anyio
+async def test_half_open_admits_one_probe_in_the_whole_fleet(redis_server: RedisServer, prefix: str) -> None:
+    """After the break one process gets the probe, the other is rejected; the probe's success closes it for both."""
+    async with two_processes(redis_server, prefix) as (a, b):
+        await fail(a, 4)
+        await anyio.sleep(0.12)
+        assert a.state is BreakerState.HALF_OPEN  # extrapolated from the last round trip, without one
+        assert await a.acquire_async() is True
+        with pytest.raises(CircuitOpenError, match="half-open"):
+            await b.acquire_async()
+        await a.record_async(success=True, probe=True)
+        assert await b.acquire_async() is False
+        assert b.statistics().state is BreakerState.CLOSED
+
+
+@pytest.mark.anyio
+async def test_a_failed_probe_reopens_with_a_longer_break(redis_server: RedisServer, prefix: str) -> None:
+    """A failing probe opens the circuit again for break_duration * multiplier."""
+    config = CircuitBreakerConfig(consecutive_failures=1, failure_ratio=None, break_duration=0.1,
+                                  break_duration_multiplier=3)
+    async with two_processes(redis_server, prefix, config) as (a, b):
+        await fail(a)
+        await anyio.sleep(0.11)
+        await fail(b)  # the probe
+        stats = a.statistics()  # a's view is stale: it has not made a round trip since
+        with pytest.raises(CircuitOpenError) as caught:
+            await a.acquire_async()
+        assert caught.value.retry_after == pytest.approx(0.3, abs=0.02)
+        assert a.statistics().break_duration == pytest.approx(0.3)
+        assert stats.times_opened == 1
+        assert a.statistics().times_opened == 2
+
+
+@pytest.mark.anyio
+async def test_an_abandoned_probe_slot_is_freed_by_release_or_by_its_lease(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """A cancelled probe is handed back with the next round trip; one never reported frees itself after probe_lease."""
+    async with two_processes(redis_server, prefix, probe_lease=0.2) as (a, b):
+        await fail(a, 4)
+        await anyio.sleep(0.11)
+        assert await a.acquire_async() is True
+        a.release(True)  # cancelled: deferred
+        assert await a.acquire_async() is True  # the release travelled with this very round trip
+        with pytest.raises(CircuitOpenError):
+            await b.acquire_async()
+        await anyio.sleep(0.21)  # a "died" holding the probe
+        assert await b.acquire_async() is True
+
+
+@pytest.mark.anyio
+async def test_isolate_and_reset_act_on_the_whole_fleet(redis_server: RedisServer, prefix: str) -> None:
+    """isolate_async() rejects every process's calls and keeps the key until reset_async()."""
+    async with two_processes(redis_server, prefix, key_ttl=1.0) as (a, b):
+        await a.isolate_async()
+        with pytest.raises(CircuitOpenError, match="reset by hand") as caught:
+            await b.acquire_async()
+        assert math.isinf(caught.value.retry_after)
+        with redis.Redis.from_url(redis_server.url) as client:
+            assert client.pttl(a.key) == -1  # no expiry while isolated
+        await b.reset_async()
+        assert await a.acquire_async() is False
+        with redis.Redis.from_url(redis_server.url) as client:
+            assert 0 < int(client.pttl(a.key)) <= 1000
+
+
+@pytest.mark.anyio
+async def test_each_transition_is_announced_once_by_the_process_that_made_it(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """closed->open by the process whose failure tripped it, open->half_open->closed by the prober."""
+    seen: list[tuple[str, str, str]] = []
+
+    def bus(label: str) -> EventBus:
+        events = EventBus()
+
+        def record(event: Event) -> None:
+            if isinstance(event, BreakerStateChanged):
+                seen.append((label, event.old_state, event.new_state))
+
+        events.subscribe(record)
+        return events
+
+    async with (
+        RedisBackend(redis_server.url, prefix=prefix) as one,
+        RedisBackend(redis_server.url, prefix=prefix) as two,
+    ):
+        a = RedisCircuitBreaker(one, QUICK, name="api", events=bus("a"))
+        b = RedisCircuitBreaker(two, QUICK, name="api", events=bus("b"))
+        await fail(a, 3)
+        await fail(b)
+        await anyio.sleep(0.11)
+        await a.record_async(success=True, probe=await a.acquire_async())
+        await b.refresh()
+    assert seen == [("b", "closed", "open"), ("a", "open", "half_open"), ("a", "half_open", "closed")]
+
+
+@pytest.mark.anyio
+async def test_the_synchronous_calls_refuse_and_statistics_answer_from_the_last_round_trip(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """acquire/record_*/isolate/reset need the server and raise; statistics() and repr cost no round trip."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        breaker = RedisCircuitBreaker(backend, QUICK, name="sync")
+        assert isinstance(breaker, CircuitBreaker)
+        assert breaker.remote
+        for call in (breaker.acquire, lambda: breaker.record_success(False), lambda: breaker.record_failure(False),
+                     breaker.isolate, breaker.reset):
+            with pytest.raises(TypeError, match="await breaker"):
+                call()
+        await fail(breaker, 4)
+        trips = breaker.statistics().round_trips
+        first = breaker.statistics().retry_after
+        await anyio.sleep(0.03)
+        assert breaker.statistics().retry_after == pytest.approx(first - 0.03, abs=0.015)
+        assert breaker.statistics().opened_at is not None
+        assert "open" in repr(breaker)
+        assert breaker.statistics().round_trips == trips
+
+
+def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisServer) -> None:
+    """probe_lease and key_ttl must be positive durations."""
+    with pytest.raises(ValueError, match="probe_lease"):
+        RedisCircuitBreaker(redis_server.url, probe_lease=0)
+    with pytest.raises(ValueError, match="key_ttl"):
+        RedisCircuitBreaker(redis_server.url, key_ttl=-1)
+    breaker = RedisCircuitBreaker(redis_server.url)
+    assert breaker.key == "asyncretry:breaker:breaker"
+    asyncio.run(breaker.backend.aclose())

@@ -1,0 +1,333 @@
+"""RedisTokenBucket: one token bucket for a fleet, one server-side script per acquire, on the server's clock."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+import redis
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asyncretry import AsyncTokenBucket, RateLimitTimeout
+from asyncretry.redis import RedisBackend, RedisTokenBucket
+from conftest_redis import RedisServer
+from conftest_redis import anyio_backend as anyio_backend
+from conftest_redis import prefix as prefix
+from conftest_redis import redis_server as redis_server
+
+pytestmark = [pytest.mark.redis, pytest.mark.real_time]
+
+
+class CommandCounter:
+    """Counts the commands a client sends (one per round trip: nothing here pipelines)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self.commands: list[str] = []
+        client: Any = backend.client
+        original: Callable[..., Awaitable[Any]] = client.execute_command
+
+        async def counting(*args: Any, **options: Any) -> Any:
+            self.commands.append(str(args[0]))
+            return await original(*args, **options)
+
+        client.execute_command = counting
+
+
+def stored(server: RedisServer, key: str) -> dict[str, float]:
+    """The hash a primitive keeps on the server, read with a separate synchronous client."""
+    with redis.Redis.from_url(server.url) as client:
+        raw: dict[bytes, bytes] = client.hgetall(key)
+    return {k.decode(): float(v) for k, v in raw.items()}
+
+
+def pttl(server: RedisServer, key: str) -> int:
+    with redis.Redis.from_url(server.url) as client:
+        return int(client.pttl(key))
+
+
+# -- the shared budget
+
+
+@pytest.mark.anyio
+async def test_the_burst_is_free_then_calls_are_paced_at_the_rate(redis_server: RedisServer, prefix: str) -> None:
+    """Capacity 5 at 50/s: five acquires pass at once, ten more take 10/50 = 0.2 s."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 50, 5, name="api")
+        started = time.monotonic()
+        for _ in range(5):
+            await bucket.acquire()
+        burst = time.monotonic() - started
+        for _ in range(10):
+            await bucket.acquire()
+        paced = time.monotonic() - started - burst
+    assert burst < 0.05
+    assert 0.18 <= paced <= 0.3
+
+
+@pytest.mark.anyio
+async def test_buckets_with_the_same_name_share_one_budget(redis_server: RedisServer, prefix: str) -> None:
+    """Two clients (two processes, as far as Redis knows) draw on one capacity of 10 tokens together."""
+    async with (
+        RedisBackend(redis_server.url, prefix=prefix) as one,
+        RedisBackend(redis_server.url, prefix=prefix) as two,
+    ):
+        a = RedisTokenBucket(one, 0.01, 10, name="shared")
+        b = RedisTokenBucket(two, 0.01, 10, name="shared")
+        taken = [await (a if i % 2 else b).try_acquire_async(1) for i in range(10)]
+        assert all(taken)
+        assert not await a.try_acquire_async(1)
+        assert not await b.try_acquire_async(1)
+
+
+@pytest.mark.anyio
+async def test_prefixes_and_names_keep_buckets_apart(redis_server: RedisServer, prefix: str) -> None:
+    """The key is ``{prefix}bucket:{name}``; another prefix or another name is another bucket."""
+    async with (
+        RedisBackend(redis_server.url, prefix=prefix + "a:") as first,
+        RedisBackend(redis_server.url, prefix=prefix + "b:") as second,
+    ):
+        api = RedisTokenBucket(first, 0.01, 1, name="api")
+        other_name = RedisTokenBucket(first, 0.01, 1, name="db")
+        other_prefix = RedisTokenBucket(second, 0.01, 1, name="api")
+        assert api.key == f"{prefix}a:bucket:api"
+        assert await api.try_acquire_async()
+        assert not await api.try_acquire_async()
+        assert await other_name.try_acquire_async()
+        assert await other_prefix.try_acquire_async()
+    assert set(stored(redis_server, f"{prefix}a:bucket:api")) == {"tokens", "ts"}
+
+
+@pytest.mark.anyio
+async def test_the_key_expires_once_the_bucket_would_be_full_again(redis_server: RedisServer, prefix: str) -> None:
+    """Two tokens short at 10/s, the bucket is full in 0.2 s: the key lives that long plus a second's margin."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 10, 2, name="ttl")
+        await bucket.acquire(2)
+        left = pttl(redis_server, bucket.key)
+    assert 1000 < left <= 1200
+
+
+@pytest.mark.anyio
+async def test_every_acquire_is_one_round_trip_even_when_it_waits(redis_server: RedisServer, prefix: str) -> None:
+    """EVALSHA once per acquire, waiting or not (a server that lacks the script gets one EVAL, once)."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        counter = CommandCounter(backend)
+        bucket = RedisTokenBucket(backend, 200, 2, name="trips")
+        for _ in range(20):  # 18 of them wait for their token
+            await bucket.acquire()
+    scripts = [c for c in counter.commands if c.startswith("EVAL")]
+    assert len(scripts) - scripts.count("EVAL") == 20
+    assert scripts.count("EVAL") <= 1
+    assert len(counter.commands) == len(scripts)
+    assert bucket.statistics().waits >= 17
+
+
+@pytest.mark.anyio
+async def test_waiters_are_served_in_the_order_they_reached_the_server(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Ten waiters from two clients, arriving one after the other, get their tokens in arrival order."""
+    async with (
+        RedisBackend(redis_server.url, prefix=prefix) as one,
+        RedisBackend(redis_server.url, prefix=prefix) as two,
+    ):
+        buckets = [RedisTokenBucket(b, 100, 1, name="fifo") for b in (one, two)]
+        await buckets[0].acquire()  # empty now: everybody below waits
+        served: list[int] = []
+
+        async def waiter(i: int) -> None:
+            await buckets[i % 2].acquire()
+            served.append(i)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(waiter, i)
+                await anyio.sleep(0.003)  # a round trip takes well under this: arrivals are ordered
+    assert served == list(range(10))
+
+
+# -- waits, timeouts and cancellation
+
+
+@pytest.mark.anyio
+async def test_a_wait_beyond_the_timeout_fails_at_once_and_reserves_nothing(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """At 2/s with the bucket empty, acquire(timeout=0.1) fails within milliseconds and leaves the queue as it was."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 2, 1, name="timeout")
+        await bucket.acquire()
+        started = time.monotonic()
+        with pytest.raises(RateLimitTimeout, match="timeout") as caught:
+            await bucket.acquire(timeout=0.1)
+        assert time.monotonic() - started < 0.05
+        assert caught.value.wait == pytest.approx(0.5, abs=0.05)
+        assert await bucket.time_until_available_async() == pytest.approx(0.5, abs=0.05)
+        assert bucket.statistics().timeouts == 1
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_waiter_hands_its_reservation_back(redis_server: RedisServer, prefix: str) -> None:
+    """A waiter cancelled in its sleep returns its tokens with the next round trip: the queue shrinks again."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 5, 1, name="cancel")
+        await bucket.acquire()
+        with anyio.move_on_after(0.05):
+            await bucket.acquire()  # reserved: due in 0.2 s
+        assert bucket.statistics().cancelled == 1
+        assert bucket.statistics().waiting == 0
+        wait = await bucket.time_until_available_async()
+    # Without the hand-back the next token would be 0.4 s - 0.05 s away.
+    assert wait == pytest.approx(0.15, abs=0.04)
+
+
+@pytest.mark.anyio
+async def test_try_acquire_never_overtakes_a_sleeping_reservation(redis_server: RedisServer, prefix: str) -> None:
+    """While a waiter sleeps on its reservation, a token that refilled meanwhile is already promised to it."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 10, 1, name="no-overtaking")
+        await bucket.acquire()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bucket.acquire)  # reserves the token due at +0.1 s; sleeps until then
+            await anyio.sleep(0.12)  # a fresh bucket would hold 1.2 tokens by now
+            assert not await bucket.try_acquire_async()
+        assert bucket.statistics().grants == 2
+
+
+def test_the_synchronous_try_acquire_points_to_the_async_form(redis_server: RedisServer, prefix: str) -> None:
+    """A shared bucket cannot answer without a round trip: try_acquire raises and says what to call instead."""
+    bucket = RedisTokenBucket(redis_server.url, 1, 1, name="sync")
+    with pytest.raises(TypeError, match="try_acquire_async"):
+        bucket.try_acquire()
+    asyncio.run(bucket.backend.aclose())
+
+
+@pytest.mark.anyio
+async def test_a_synchronous_release_travels_with_the_next_round_trip(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """release() is local and instant; the tokens reach Redis with the bucket's next script."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 0.01, 5, name="deferred")
+        await bucket.acquire(5)
+        bucket.release(2)
+        assert stored(redis_server, bucket.key)["tokens"] == pytest.approx(0, abs=0.01)
+        assert bucket.available == pytest.approx(2, abs=0.01)
+        assert await bucket.try_acquire_async(2)
+        assert not await bucket.try_acquire_async(1)
+
+
+# -- configuration and introspection
+
+
+@pytest.mark.anyio
+async def test_rate_and_capacity_changes_apply_to_the_next_script(redis_server: RedisServer, prefix: str) -> None:
+    """Setting rate and capacity re-parameterises this process's next scripts (and its local fallback)."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 1, 1, name="reconfigure")
+        await bucket.acquire()
+        bucket.rate = 1000
+        bucket.capacity = 3
+        await anyio.sleep(0.01)
+        assert await bucket.try_acquire_async(3)
+        with pytest.raises(ValueError, match="rate"):
+            bucket.rate = 0
+
+
+@pytest.mark.anyio
+async def test_statistics_and_repr_describe_the_shared_bucket(redis_server: RedisServer, prefix: str) -> None:
+    """statistics() counts this process's grants and round trips; repr names the key, rate and failure mode."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 100, 4, name="stats", on_unavailable="fail_closed")
+        await bucket.acquire(3)
+        stats = bucket.statistics()
+        assert isinstance(bucket, AsyncTokenBucket)
+        assert bucket.remote
+        assert (stats.name, stats.grants, stats.acquired_total, stats.round_trips) == ("stats", 1, 3.0, 1)
+        assert stats.available == pytest.approx(1, abs=0.2)
+        assert not stats.degraded
+        assert f"key='{prefix}bucket:stats'" in repr(bucket)
+        assert "fail_closed" in repr(bucket)
+        assert bucket.time_until_available(4) == pytest.approx(0.03, abs=0.01)
+
+
+def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisServer) -> None:
+    """Constructor arguments are checked at once, and the message names the parameter."""
+    url = redis_server.url
+    with pytest.raises(ValueError, match="rate"):
+        RedisTokenBucket(url, 0, 1)
+    with pytest.raises(ValueError, match="capacity"):
+        RedisTokenBucket(url, 1, 0)
+    with pytest.raises(ValueError, match="on_unavailable"):
+        RedisTokenBucket(url, 1, 1, on_unavailable="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="name"):
+        RedisTokenBucket(url, 1, 1, name="")
+    with pytest.raises(ValueError, match="operation_timeout"):
+        RedisBackend(url, operation_timeout=0)
+    with pytest.raises(ValueError, match="max_recovery_delay"):
+        RedisBackend(url, recovery_delay=5, max_recovery_delay=1)
+    with pytest.raises(TypeError, match="prefix"):
+        RedisBackend(url, prefix=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="client"):
+        RedisBackend(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="redis"):
+        RedisTokenBucket(42, 1, 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_bad_calls_are_refused_with_the_parameter_named(redis_server: RedisServer, prefix: str) -> None:
+    """n above the capacity and negative timeouts are refused before any round trip."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        counter = CommandCounter(backend)
+        bucket = RedisTokenBucket(backend, 1, 2, name="bad")
+        with pytest.raises(ValueError, match="n must be"):
+            await bucket.acquire(3)
+        with pytest.raises(ValueError, match="timeout"):
+            await bucket.acquire(1, timeout=-1)
+        with pytest.raises(ValueError, match="n must be"):
+            await bucket.try_acquire_async(0)
+    assert counter.commands == []
+
+
+def test_trio_is_refused_with_a_clear_message(redis_server: RedisServer, prefix: str) -> None:
+    """redis-py's asyncio client cannot run on trio: the bucket says so instead of failing open silently."""
+
+    async def main() -> None:
+        bucket = RedisTokenBucket(RedisBackend(redis_server.url, prefix=prefix), 1, 1)
+        await bucket.acquire()
+
+    with pytest.raises(RuntimeError, match="asyncio only"):
+        trio.run(main)
+
+
+@settings(max_examples=25)
+@given(st.lists(st.tuples(st.sampled_from(["take", "give", "peek"]), st.integers(1, 4)), max_size=12))
+def test_the_shared_balance_never_exceeds_the_capacity(
+    redis_server: RedisServer, operations: list[tuple[str, int]]
+) -> None:
+    """Whatever mix of takes, gives and peeks, the stored balance stays within [0, capacity] (nobody reserved)."""
+
+    async def run() -> None:
+        async with RedisBackend(redis_server.url, prefix=f"prop:{uuid.uuid4().hex}:") as backend:
+            bucket = RedisTokenBucket(backend, 0.001, 4, name="property")
+            for op, n in operations:
+                if op == "take":
+                    await bucket.try_acquire_async(n)
+                elif op == "give":
+                    await bucket.release_async(n)
+                else:
+                    await bucket.time_until_available_async(n)
+                tokens = stored(redis_server, bucket.key)["tokens"]
+                assert -1e-9 <= tokens <= 4 + 1e-9
+                assert not math.isnan(bucket.available)
+            await backend.client.delete(bucket.key)
+
+    asyncio.run(run())

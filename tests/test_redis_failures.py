@@ -1,0 +1,272 @@
+"""When Redis cannot be reached: fail open to a local twin or fail closed, never hang, and come back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+import redis
+
+from asyncretry import (
+    BackendRecovered,
+    BackendUnavailable,
+    BackendUnavailableEvent,
+    BreakerState,
+    CircuitBreakerConfig,
+    CircuitOpenError,
+    Event,
+    EventBus,
+    RetryQuotaConfig,
+)
+from asyncretry.redis import (
+    RedisAdaptiveRateLimiter,
+    RedisBackend,
+    RedisCircuitBreaker,
+    RedisRetryQuota,
+    RedisTokenBucket,
+)
+from conftest_redis import RedisServer
+from conftest_redis import anyio_backend as anyio_backend
+from conftest_redis import closed_port as closed_port
+from conftest_redis import own_redis_server as own_redis_server
+from conftest_redis import prefix as prefix
+
+pytestmark = [pytest.mark.redis, pytest.mark.real_time]
+
+TIMEOUT = 0.2  # operation_timeout of the backends below
+
+
+class Recorder:
+    """Keeps the backend events of a bus as (kind, source, detail) tuples."""
+
+    def __init__(self) -> None:
+        self.bus = EventBus()
+        self.events: list[tuple[str, str, str]] = []
+        self.bus.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, BackendUnavailableEvent):
+            self.events.append(("unavailable", event.source, event.fallback))
+        elif isinstance(event, BackendRecovered):
+            self.events.append(("recovered", event.source, f"{event.down_for:.3f}"))
+
+    def kinds(self, source: str) -> list[str]:
+        return [kind for kind, src, _ in self.events if src == source]
+
+
+def backend(url: str, prefix: str = "test:", **options: Any) -> RedisBackend:
+    options = {"operation_timeout": TIMEOUT, "recovery_delay": 0.1, "max_recovery_delay": 0.3, **options}
+    return RedisBackend(url, prefix=prefix, **options)
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> float:
+    started = time.monotonic()
+    await call()
+    return time.monotonic() - started
+
+
+# -- a server nobody runs
+
+
+@pytest.mark.anyio
+async def test_fail_open_limits_with_a_local_bucket_when_nothing_listens(closed_port: int) -> None:
+    """Nothing on the port: the bucket serves from a local bucket of the same rate, says so once, and never stalls."""
+    recorder = Recorder()
+    async with backend(f"redis://127.0.0.1:{closed_port}") as down:
+        bucket = RedisTokenBucket(down, 10, 2, name="api", events=recorder.bus)
+        started = time.monotonic()
+        for _ in range(3):  # two from the burst, the third 0.1 s later: the local bucket paces
+            await bucket.acquire()
+        elapsed = time.monotonic() - started
+        stats = bucket.statistics()
+    assert 0.08 <= elapsed <= 0.3
+    assert stats.degraded
+    assert stats.round_trips == 0
+    assert stats.grants == 3
+    assert recorder.events == [("unavailable", "api", "a local in-process token bucket")]
+
+
+@pytest.mark.anyio
+async def test_fail_closed_raises_backend_unavailable_at_once(closed_port: int) -> None:
+    """Nothing on the port and fail_closed: every acquire raises BackendUnavailable within milliseconds."""
+    recorder = Recorder()
+    async with backend(f"redis://127.0.0.1:{closed_port}") as down:
+        bucket = RedisTokenBucket(down, 10, 2, name="api", on_unavailable="fail_closed", events=recorder.bus)
+        for _ in range(3):
+            started = time.monotonic()
+            with pytest.raises(BackendUnavailable, match="failing closed"):
+                await bucket.acquire()
+            assert time.monotonic() - started < 0.1
+        assert down.statistics().failures == 1  # the next two did not even try: no probe was due
+    assert recorder.events == [("unavailable", "api", "none: calls fail with BackendUnavailable")]
+
+
+@pytest.mark.anyio
+async def test_a_dead_server_is_probed_after_a_growing_delay_not_on_every_call(closed_port: int) -> None:
+    """Hundreds of calls during an outage lead to a handful of connection attempts, spaced 0.1 s doubling to 0.3 s."""
+    async with backend(f"redis://127.0.0.1:{closed_port}") as down:
+        bucket = RedisTokenBucket(down, 1e6, 1e6, name="api")
+        calls = 0
+        with anyio.move_on_after(1.0):
+            while True:
+                await bucket.acquire()
+                calls += 1
+                await anyio.sleep(0.002)
+        stats = down.statistics()
+    assert calls > 200
+    assert 3 <= stats.failures <= 8  # 0, ~0.1, ~0.2..0.3, then every 0.15-0.3 s
+    assert not stats.up
+    assert stats.outages == 1
+
+
+@pytest.mark.anyio
+async def test_fail_closed_applies_to_every_primitive_but_outcomes_never_fail(closed_port: int) -> None:
+    """Quota, breaker and limiter refuse admissions when failing closed; refunds and outcome reports do not raise."""
+    async with backend(f"redis://127.0.0.1:{closed_port}") as down:
+        quota = RedisRetryQuota(down, name="q", on_unavailable="fail_closed")
+        breaker = RedisCircuitBreaker(down, name="b", on_unavailable="fail_closed")
+        limiter = RedisAdaptiveRateLimiter(down, name="l", on_unavailable="fail_closed")
+        with pytest.raises(BackendUnavailable):
+            await quota.try_acquire_async(5)
+        with pytest.raises(BackendUnavailable):
+            await breaker.acquire_async()
+        with pytest.raises(BackendUnavailable):
+            await limiter.acquire()
+        await quota.release_async(5)  # kept for Redis
+        await breaker.record_async(success=False, probe=False)  # dropped
+        assert quota.statistics().released_total == 5
+        with pytest.raises(BackendUnavailable, match="needs Redis"):
+            await breaker.isolate_async()
+
+
+@pytest.mark.anyio
+async def test_fail_open_breaker_and_quota_judge_locally_meanwhile(closed_port: int) -> None:
+    """Failing open, the breaker trips on this process's failures and the quota pays from a local budget."""
+    async with backend(f"redis://127.0.0.1:{closed_port}") as down:
+        quota = RedisRetryQuota(down, RetryQuotaConfig(max_capacity=10), name="q")
+        breaker = RedisCircuitBreaker(down, CircuitBreakerConfig(consecutive_failures=2), name="b")
+        assert [await quota.try_acquire_async(5) for _ in range(3)] == [True, True, False]
+        for _ in range(2):
+            probe = await breaker.acquire_async()
+            await breaker.record_async(success=False, probe=probe)
+        with pytest.raises(CircuitOpenError):
+            await breaker.acquire_async()
+        assert breaker.statistics().state is BreakerState.OPEN
+        assert breaker.statistics().degraded
+        assert quota.statistics().available == 0
+
+
+# -- a server that dies and comes back
+
+
+@pytest.mark.anyio
+async def test_killed_and_restarted_fail_open_keeps_limiting_then_resumes_shared_state(
+    own_redis_server: RedisServer, prefix: str
+) -> None:
+    """Killed mid-run, every primitive serves locally and no call stalls; restarted, they all use Redis again."""
+    recorder = Recorder()
+    async with backend(own_redis_server.url, prefix) as shared:
+        bucket = RedisTokenBucket(shared, 1000, 1000, name="bucket", events=recorder.bus)
+        quota = RedisRetryQuota(shared, name="quota", events=recorder.bus)
+        breaker = RedisCircuitBreaker(shared, name="breaker", events=recorder.bus)
+        limiter = RedisAdaptiveRateLimiter(shared, name="limiter", sync_interval=0.01, events=recorder.bus)
+
+        async def one_round() -> None:
+            await bucket.acquire()
+            assert await quota.try_acquire_async(5)
+            await quota.release_async(5)
+            probe = await breaker.acquire_async()
+            await breaker.record_async(success=True, probe=probe)
+            await limiter.acquire()
+            limiter.update(False)
+
+        slowest = {"up": 0.0, "down": 0.0, "back": 0.0}
+        for phase, seconds in (("up", 0.3), ("down", 0.6), ("back", 0.8)):
+            if phase == "down":
+                own_redis_server.kill()
+            elif phase == "back":
+                own_redis_server.restart()
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                slowest[phase] = max(slowest[phase], await timed(one_round))
+                await anyio.sleep(0.005)
+        statistics = [p.statistics() for p in (bucket, quota, breaker, limiter)]
+    assert slowest["down"] < 4 * TIMEOUT + 0.1  # at most one failed round trip per primitive and call
+    assert slowest["up"] < 0.1
+    assert not any(s.degraded for s in statistics)
+    for source in ("bucket", "quota", "breaker", "limiter"):
+        assert recorder.kinds(source) == ["unavailable", "recovered"], source
+    with redis.Redis.from_url(own_redis_server.url) as client:
+        assert client.exists(f"{prefix}bucket:bucket", f"{prefix}quota:quota", f"{prefix}breaker:breaker") == 3
+
+
+@pytest.mark.anyio
+async def test_killed_and_restarted_fail_closed_refuses_fast_then_resumes(
+    own_redis_server: RedisServer, prefix: str
+) -> None:
+    """Killed mid-run, a fail-closed bucket refuses every call quickly; restarted, calls pass again."""
+    async with backend(own_redis_server.url, prefix) as shared:
+        bucket = RedisTokenBucket(shared, 1000, 1000, name="bucket", on_unavailable="fail_closed")
+        await bucket.acquire()
+        own_redis_server.kill()
+        refusals = 0
+        until = time.monotonic() + 0.5
+        while time.monotonic() < until:
+            started = time.monotonic()
+            with pytest.raises(BackendUnavailable):
+                await bucket.acquire()
+            assert time.monotonic() - started < TIMEOUT + 0.1
+            refusals += 1
+            await anyio.sleep(0.01)
+        own_redis_server.restart()
+        with anyio.fail_after(2):
+            while True:
+                try:
+                    await bucket.acquire()
+                except BackendUnavailable:
+                    await anyio.sleep(0.02)
+                else:
+                    break
+        assert refusals > 10
+        assert not bucket.statistics().degraded
+
+
+@pytest.mark.anyio
+async def test_a_frozen_server_cannot_hang_a_call(own_redis_server: RedisServer, prefix: str) -> None:
+    """A server that accepts but never answers (SIGSTOP): calls give up after the operation timeout."""
+    async with backend(own_redis_server.url, prefix) as shared:
+        open_bucket = RedisTokenBucket(shared, 1000, 1000, name="open")
+        closed_bucket = RedisTokenBucket(shared, 1000, 1000, name="closed", on_unavailable="fail_closed")
+        await open_bucket.acquire()
+        own_redis_server.freeze()
+        try:
+            elapsed = await timed(open_bucket.acquire)
+            assert TIMEOUT * 0.9 <= elapsed < TIMEOUT + 0.15
+            started = time.monotonic()
+            with pytest.raises(BackendUnavailable):
+                await closed_bucket.acquire()
+            assert time.monotonic() - started < 0.05  # the backend is known to be down: no second wait
+        finally:
+            own_redis_server.thaw()
+
+
+@pytest.mark.anyio
+async def test_a_refund_deferred_through_an_outage_reaches_redis_afterwards(
+    own_redis_server: RedisServer, prefix: str
+) -> None:
+    """Refunds reach Redis once across an outage: a timed-out one is not resent, a deferred one is sent after."""
+    async with backend(own_redis_server.url, prefix) as shared:
+        quota = RedisRetryQuota(shared, RetryQuotaConfig(max_capacity=10), name="q", on_unavailable="fail_closed")
+        assert await quota.try_acquire_async(10)
+        own_redis_server.freeze()
+        try:
+            await quota.release_async(5)  # times out, yet the server runs it once thawed: not sent again
+            quota.release(3)  # the synchronous (cancellation) path: deferred, and nothing was sent
+        finally:
+            own_redis_server.thaw()
+        await anyio.sleep(0.35)  # the next probe is due
+        assert await quota.try_acquire_async(8)
+        assert not await quota.try_acquire_async(1)

@@ -1,0 +1,214 @@
+"""RedisAdaptiveRateLimiter: one CUBIC rate for a fleet, fed by every process's responses."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from asyncretry import (
+    AdaptiveLimiterConfig,
+    AdaptiveRateLimiter,
+    Event,
+    EventBus,
+    LimiterRateChanged,
+    RateLimitTimeout,
+    Throttled,
+)
+from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
+from conftest_redis import RedisServer
+from conftest_redis import anyio_backend as anyio_backend
+from conftest_redis import prefix as prefix
+from conftest_redis import redis_server as redis_server
+from test_redis_bucket import CommandCounter
+
+pytestmark = [pytest.mark.redis, pytest.mark.real_time]
+
+
+@asynccontextmanager
+async def fleet(
+    server: RedisServer, prefix: str, size: int = 2, **options: Any
+) -> AsyncIterator[list[RedisAdaptiveRateLimiter]]:
+    """``size`` limiters with one name on as many clients: a fleet of processes, as far as Redis can tell."""
+    async with AsyncExitStack() as stack:
+        backends = [await stack.enter_async_context(RedisBackend(server.url, prefix=prefix)) for _ in range(size)]
+        yield [RedisAdaptiveRateLimiter(b, name="api", **options) for b in backends]
+
+
+@pytest.mark.anyio
+async def test_acquire_is_free_until_a_throttle_except_a_sync_every_interval(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Before any throttle, 100 acquires over 0.3 s make a round trip only every sync_interval (0.1 s)."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        counter = CommandCounter(backend)
+        limiter = RedisAdaptiveRateLimiter(backend, name="free", sync_interval=0.1)
+        for _ in range(100):
+            await limiter.acquire()
+            limiter.update(False)
+            await anyio.sleep(0.003)
+    assert 3 <= len(counter.commands) <= 6
+    assert not limiter.enabled
+    assert limiter.statistics().acquires == 100
+
+
+@pytest.mark.anyio
+async def test_a_throttle_in_one_process_slows_the_whole_fleet(redis_server: RedisServer, prefix: str) -> None:
+    """A's throttle enables the fleet's limiter; B learns it at its next sync and both see one fill rate."""
+    async with fleet(redis_server, prefix, sync_interval=0.05) as (a, b):
+        for _ in range(20):  # both send, so the fleet measures both
+            for limiter in (a, b):
+                await limiter.acquire()
+                limiter.update(False)
+            await anyio.sleep(0.02)
+        a.update(True)
+        await a.acquire()  # the throttle travels with this round trip
+        assert a.enabled
+        # the fleet sent about 2 x 50 = 100 responses/s: the cut is beta x the fleet's rate, not one process's
+        assert a.last_max_rate > 60
+        assert a.fill_rate == pytest.approx(0.7 * a.last_max_rate)
+        await anyio.sleep(0.06)
+        await b.acquire()
+        assert b.enabled
+        await a.refresh()  # nothing left to report: reads the fleet's state as it is
+        assert b.fill_rate == a.fill_rate
+
+
+@pytest.mark.anyio
+async def test_the_fleet_shares_one_bucket_at_the_fill_rate(redis_server: RedisServer, prefix: str) -> None:
+    """Once enabled, two processes together get the fill rate (about 20/s here), not twice it."""
+    config = AdaptiveLimiterConfig(min_fill_rate=20.0, min_capacity=1.0)
+    async with fleet(redis_server, prefix, config=config) as (a, b):
+        a.update(True)  # enabled at the floor: 20 tokens/s for the fleet
+        await a.refresh()
+        granted: list[float] = []
+
+        async def worker(limiter: RedisAdaptiveRateLimiter) -> None:
+            while True:
+                await limiter.acquire()
+                granted.append(time.monotonic())
+
+        started = time.monotonic()
+        with anyio.move_on_after(1.0):
+            async with anyio.create_task_group() as tg:
+                for limiter in (a, b, a, b):
+                    tg.start_soon(worker, limiter)
+    in_window = [t for t in granted if started + 0.2 <= t < started + 1.0]
+    assert len(in_window) / 0.8 == pytest.approx(20, rel=0.15)
+
+
+@pytest.mark.anyio
+async def test_a_wait_beyond_the_timeout_fails_and_a_cancelled_wait_hands_its_token_back(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """RateLimitTimeout when the fleet's token is too far away; a cancelled sleeper's token returns to the fleet."""
+    config = AdaptiveLimiterConfig(min_fill_rate=5.0)
+    async with fleet(redis_server, prefix, size=1, config=config) as (limiter,):
+        limiter.update(True)
+        await limiter.refresh()
+        await limiter.acquire()  # 5/s from an empty bucket: the next token is ~0.2 s away
+        with pytest.raises(RateLimitTimeout):
+            await limiter.acquire(timeout=0.05)
+        with anyio.move_on_after(0.05):
+            await limiter.acquire()
+        assert limiter.statistics().waiting == 0
+        await limiter.refresh()  # carries the token back
+        assert limiter.statistics().timeouts == 1
+        assert limiter.time_until_available() < 0.2
+
+
+@pytest.mark.anyio
+async def test_throttles_and_rate_changes_are_announced(redis_server: RedisServer, prefix: str) -> None:
+    """update(True) emits Throttled at once; the round trip that changed the fleet's rate emits LimiterRateChanged."""
+    seen: list[str] = []
+    bus = EventBus()
+
+    def record(event: Event) -> None:
+        if isinstance(event, (Throttled, LimiterRateChanged)):
+            seen.append(type(event).__name__)
+
+    bus.subscribe(record)
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        limiter = RedisAdaptiveRateLimiter(backend, name="events", events=bus)
+        for _ in range(5):
+            await limiter.acquire()
+            limiter.update(False)
+            await anyio.sleep(0.12)
+        limiter.update(True, reason="HTTP 429")
+        assert seen == ["Throttled"]
+        await limiter.acquire()
+    assert seen[-1] == "LimiterRateChanged"
+
+
+def test_only_the_aws_profile_runs_on_redis_and_sync_calls_point_to_async_ones(redis_server: RedisServer) -> None:
+    """Other profiles are refused at construction; try_acquire raises with a pointer; bad durations are named."""
+    with pytest.raises(ValueError, match="profile"):
+        RedisAdaptiveRateLimiter(redis_server.url, AdaptiveLimiterConfig(profile="asyncretry"))
+    with pytest.raises(ValueError, match="sync_interval"):
+        RedisAdaptiveRateLimiter(redis_server.url, sync_interval=0)
+    limiter = RedisAdaptiveRateLimiter(redis_server.url)
+    assert isinstance(limiter, AdaptiveRateLimiter)
+    with pytest.raises(TypeError, match="acquire"):
+        limiter.try_acquire()
+    assert "RedisAdaptiveRateLimiter 'limiter'" in repr(limiter)
+    asyncio.run(limiter.backend.aclose())
+
+
+class CapacityServer:
+    """A service that handles ``capacity`` requests per second in total and throttles the rest."""
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.tokens = capacity * 0.1
+        self.last = time.monotonic()
+        self.handled: list[float] = []
+
+    def handle(self) -> bool:
+        """True if served, False if throttled."""
+        now = time.monotonic()
+        self.tokens = min(self.capacity * 0.1, self.tokens + (now - self.last) * self.capacity)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            self.handled.append(now)
+            return True
+        return False
+
+
+@pytest.mark.anyio
+async def test_a_fleet_of_three_converges_near_a_throttled_services_capacity(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Three processes hammering a 60 req/s service settle on one rate near it, with few throttles."""
+    service = CapacityServer(60)
+    attempts: list[tuple[float, bool]] = []
+    async with fleet(redis_server, prefix, size=3) as limiters:
+
+        async def worker(limiter: RedisAdaptiveRateLimiter) -> None:
+            while True:
+                await limiter.acquire()
+                served = service.handle()
+                attempts.append((time.monotonic(), served))
+                limiter.update(not served)
+                await anyio.sleep(0.005)  # the request's latency
+
+        started = time.monotonic()
+        with anyio.move_on_after(4.0):
+            async with anyio.create_task_group() as tg:
+                for limiter in limiters * 4:
+                    tg.start_soon(worker, limiter)
+        for limiter in limiters:
+            await limiter.refresh()  # report what is left ...
+        rates = [(await limiter.refresh()).fill_rate for limiter in limiters]  # ... then all read the same state
+    late = [served for t, served in attempts if t >= started + 2.0]
+    sent_rate = len(late) / 2.0
+    served_rate = sum(late) / 2.0
+    print(rates, sent_rate, served_rate)
+    assert max(rates) == pytest.approx(min(rates), rel=1e-6)  # one rate for the fleet
+    assert 0.6 * 60 <= served_rate <= 60 * 1.05
+    assert sent_rate <= 60 * 1.5  # unlimited, twelve workers would send about 2,000/s
