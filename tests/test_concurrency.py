@@ -192,9 +192,11 @@ async def test_100_tasks_in_a_total_outage_get_exactly_100_retries_from_500_toke
 
 @pytest.mark.anyio
 async def test_100_tasks_share_an_adaptive_limiter_that_paces_them_after_throttles() -> None:
-    """Adaptive mode: each attempt of 100 tasks acquires the shared limiter and updates it once."""
+    """Adaptive mode (the exact AWS limiter, which drops to its floor rate on the first throttle): each
+    attempt of 100 tasks acquires the shared limiter and updates it once, and retries are paced."""
     retrier = Retrier(
-        RetryPolicy(mode="adaptive", max_attempts=5, limiter=AdaptiveLimiterConfig()), rng=fixed_random(0.5)
+        RetryPolicy(mode="adaptive", max_attempts=5, limiter=AdaptiveLimiterConfig(profile="aws")),
+        rng=fixed_random(0.5),
     )
     made = [0] * TASKS
     throttled = 0

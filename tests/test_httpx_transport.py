@@ -21,7 +21,6 @@ from asyncretry import (
     FixedBackoff,
     NoBackoff,
     OutcomeKind,
-    RateLimitTimeout,
     Retrier,
     RetryCapacityExceeded,
     RetryPolicy,

@@ -30,6 +30,8 @@ from asyncretry.testing import VirtualClock, virtual_time_loop
 
 DATA = Path(__file__).parent / "data"
 END_TO_END: dict[str, Any] = json.loads((DATA / "adaptive_end_to_end.json").read_text(encoding="utf-8"))
+AWS = AdaptiveLimiterConfig(profile="aws")
+"""This file pins the "aws" profile (the default profile is "asyncretry": tests/test_limiter_profiles.py)."""
 TOLERANCE = 1e-9
 """Absolute tolerance against the SDK tables: Go checks 1e-15, smithy-kotlin 5e-7, aws-sdk-java-v2 1e-4.
 Ours differs from Go's by float rounding only (4.800000000000001 against 4.8)."""
@@ -52,7 +54,7 @@ def test_update_reproduces_the_sdk_end_to_end_table() -> None:
     agree with SPEC section 5 on every row, so no row needs an exception.
     """
     clock = VirtualClock(0.0)
-    limiter = AdaptiveRateLimiter(clock=clock)
+    limiter = AdaptiveRateLimiter(AWS, clock=clock)
     for row in END_TO_END["rows"]:
         clock.advance(row["timestamp"] - clock.now())
         assert clock.now() == row["timestamp"]
@@ -68,7 +70,7 @@ def test_update_reproduces_the_sdk_end_to_end_table() -> None:
 def test_end_to_end_table_is_independent_of_the_clock_origin() -> None:
     """Shifting every timestamp by a whole number of seconds gives the same rates: only differences count."""
     clock = VirtualClock(1_000_000.0)
-    limiter = AdaptiveRateLimiter(clock=clock)
+    limiter = AdaptiveRateLimiter(AWS, clock=clock)
     for row in END_TO_END["rows"]:
         clock.advance(1_000_000.0 + row["timestamp"] - clock.now())
         limiter.update(throttled=row["throttled"])
@@ -79,7 +81,7 @@ def test_end_to_end_table_is_independent_of_the_clock_origin() -> None:
 def test_before_any_throttle_the_limiter_is_disabled_at_the_minimum_rate() -> None:
     """A new limiter is disabled, with fill rate min_fill_rate, capacity min_capacity and an empty bucket."""
     clock = VirtualClock(5.0)
-    limiter = AdaptiveRateLimiter(clock=clock, name="s3")
+    limiter = AdaptiveRateLimiter(AWS, clock=clock, name="s3")
     stats = limiter.statistics()
     assert stats == LimiterStatistics(
         name="s3",
@@ -98,13 +100,13 @@ def test_before_any_throttle_the_limiter_is_disabled_at_the_minimum_rate() -> No
         timeouts=0,
         waiting=0,
     )
-    assert limiter.config == AdaptiveLimiterConfig()
+    assert limiter.config == AWS
 
 
 def test_first_throttle_cuts_to_beta_times_the_measured_rate() -> None:
     """The first throttle enables the limiter at beta x measured rate and caps the bucket at that rate."""
     clock = VirtualClock(0.0)
-    limiter = AdaptiveRateLimiter(clock=clock)
+    limiter = AdaptiveRateLimiter(AWS, clock=clock)
     for _ in range(40):  # 20 requests per second for 2 s
         clock.advance(0.05)
         limiter.update(throttled=False)
@@ -120,7 +122,7 @@ def test_first_throttle_cuts_to_beta_times_the_measured_rate() -> None:
 
 def test_throttle_with_nothing_measured_floors_at_the_minimums() -> None:
     """A throttle before any rate was measured gives the minimum fill rate and capacity, not zero."""
-    config = AdaptiveLimiterConfig(min_fill_rate=2.0, min_capacity=3.0)
+    config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=2.0, min_capacity=3.0)
     limiter = AdaptiveRateLimiter(config, clock=VirtualClock())
     limiter.update(throttled=True)
     assert (limiter.fill_rate, limiter.max_capacity) == (2.0, 3.0)
@@ -132,7 +134,7 @@ def test_throttle_with_nothing_measured_floors_at_the_minimums() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("profile", "fast", r"profile must be one of 'aws', got 'fast'"),
+        ("profile", "fast", r"profile must be one of 'asyncretry', 'aws', got 'fast'"),
         ("beta", 0.0, r"beta must be > 0 and < 1, got 0.0"),
         ("beta", 1.0, r"beta must be > 0 and < 1, got 1.0"),
         ("scale_constant", 0, r"scale_constant must be > 0, got 0"),
@@ -171,7 +173,7 @@ def test_config_normalizes_durations_and_keeps_the_aws_defaults() -> None:
     assert (config.measurement_bucket, config.max_wait) == (0.25, 3.0)
     assert type(config.measurement_bucket) is float
     default = AdaptiveLimiterConfig()
-    assert (default.profile, default.beta, default.scale_constant) == ("aws", 0.7, 0.4)
+    assert (default.profile, default.beta, default.scale_constant) == ("asyncretry", 0.7, 0.4)
     assert default.smoothing == 0.8
     assert (default.measurement_bucket, default.min_fill_rate, default.min_capacity) == (0.5, 0.5, 1.0)
     assert (default.max_rate_growth, default.max_wait) == (2.0, None)
@@ -186,7 +188,7 @@ def test_events_report_throttles_and_rate_changes() -> None:
     """Each throttled update emits Throttled; each change of fill rate emits LimiterRateChanged."""
     bus, seen = _recorder()
     clock = VirtualClock(0.0)
-    limiter = AdaptiveRateLimiter(clock=clock, name="dynamo", events=bus)
+    limiter = AdaptiveRateLimiter(AWS, clock=clock, name="dynamo", events=bus)
     for row in END_TO_END["rows"][:10]:  # nine successes, then a throttle at 2.0
         clock.advance(row["timestamp"] - clock.now())
         limiter.update(throttled=row["throttled"], reason="HTTP 429" if row["throttled"] else "")
@@ -224,7 +226,7 @@ def test_no_event_is_emitted_when_nobody_wants_it() -> None:
     """update() asks wants() first, so nothing is built or emitted when nobody listens."""
     bus = _DeafBus()
     clock = VirtualClock()
-    limiter = AdaptiveRateLimiter(clock=clock, events=bus)
+    limiter = AdaptiveRateLimiter(AWS, clock=clock, events=bus)
     for _ in range(5):
         clock.advance(0.3)
         limiter.update(throttled=True)
@@ -235,7 +237,7 @@ def test_no_event_is_emitted_when_nobody_wants_it() -> None:
 def test_statistics_count_updates_and_throttles_and_repr_shows_the_state() -> None:
     """statistics() counts updates and throttles; repr names the limiter, its state and its rates."""
     clock = VirtualClock(0.0)
-    limiter = AdaptiveRateLimiter(clock=clock, name="api")
+    limiter = AdaptiveRateLimiter(AWS, clock=clock, name="api")
     assert repr(limiter) == (
         "<AdaptiveRateLimiter 'api' disabled fill_rate=0.5/s max_capacity=1 measured_rate=0/s profile='aws'>"
     )
@@ -262,7 +264,9 @@ def test_rates_and_tokens_stay_within_bounds(
     steps: list[tuple[float, bool]], min_fill: float, min_capacity: float, beta: float
 ) -> None:
     """Responses keep fill_rate >= min_fill_rate, max_capacity >= min_capacity, 0 <= tokens <= capacity."""
-    config = AdaptiveLimiterConfig(min_fill_rate=min_fill, min_capacity=min_capacity, beta=beta)
+    config = AdaptiveLimiterConfig(
+        profile="aws", min_fill_rate=min_fill, min_capacity=min_capacity, beta=beta
+    )
     clock = VirtualClock(0.0)
     limiter = AdaptiveRateLimiter(config, clock=clock)
     for gap, throttled in steps:
@@ -281,7 +285,7 @@ def test_rates_and_tokens_stay_within_bounds(
 @pytest.mark.anyio
 async def test_acquire_is_free_before_the_first_throttle() -> None:
     """Until a throttle is seen, acquire() returns at once however many attempts are made."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     start = DEFAULT_CLOCK.now()
     for _ in range(1000):
         await limiter.acquire()
@@ -294,7 +298,7 @@ async def test_acquire_is_free_before_the_first_throttle() -> None:
 @pytest.mark.anyio
 async def test_after_a_throttle_acquires_are_paced_at_the_fill_rate() -> None:
     """After an immediate throttle (nothing measured: 0.5/s, empty bucket), attempts go out every 2 s."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     start = DEFAULT_CLOCK.now()
     limiter.update(throttled=True)
     times = []
@@ -310,7 +314,7 @@ async def test_after_a_throttle_acquires_are_paced_at_the_fill_rate() -> None:
 @pytest.mark.anyio
 async def test_throttle_under_load_paces_at_beta_times_the_measured_rate() -> None:
     """Sending 20/s then throttled: attempts are paced at 0.7 x the measured rate, after any saved tokens."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     for _ in range(60):  # 20 requests per second for 3 s, all free
         await limiter.acquire()
         await anyio.sleep(0.05)
@@ -332,7 +336,7 @@ async def test_throttle_under_load_paces_at_beta_times_the_measured_rate() -> No
 @pytest.mark.anyio
 async def test_waiters_are_served_first_come_first_served() -> None:
     """Many tasks waiting at once get their tokens in the order they asked, one every 1 / fill_rate s."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     limiter.update(throttled=True)
     start = DEFAULT_CLOCK.now()
     served: list[tuple[int, float]] = []
@@ -353,7 +357,7 @@ async def test_waiters_are_served_first_come_first_served() -> None:
 @pytest.mark.anyio
 async def test_cancelled_waiter_leaves_no_trace() -> None:
     """A waiter cancelled in line takes no token: those behind it are served as if it never queued."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     limiter.update(throttled=True)
     start = DEFAULT_CLOCK.now()
     served: dict[str, float] = {}
@@ -378,7 +382,7 @@ async def test_cancelled_waiter_leaves_no_trace() -> None:
 @pytest.mark.anyio
 async def test_acquire_raises_when_the_wait_would_exceed_the_timeout() -> None:
     """A token 2 s away with a 1 s timeout raises RateLimitTimeout and takes nothing; 3 s is enough."""
-    limiter = AdaptiveRateLimiter(name="sqs")
+    limiter = AdaptiveRateLimiter(AWS, name="sqs")
     limiter.update(throttled=True)
     start = DEFAULT_CLOCK.now()
     with pytest.raises(RateLimitTimeout) as caught:
@@ -394,7 +398,7 @@ async def test_acquire_raises_when_the_wait_would_exceed_the_timeout() -> None:
 @pytest.mark.anyio
 async def test_fail_fast_config_refuses_at_once_instead_of_waiting() -> None:
     """With max_wait=0, acquire() raises at once when no token is ready; an explicit timeout overrides it."""
-    limiter = AdaptiveRateLimiter(AdaptiveLimiterConfig(max_wait=0))
+    limiter = AdaptiveRateLimiter(AdaptiveLimiterConfig(profile="aws", max_wait=0))
     assert limiter.config.max_wait == 0.0
     await limiter.acquire()  # not enabled yet: free
     limiter.update(throttled=True)
@@ -409,7 +413,7 @@ async def test_fail_fast_config_refuses_at_once_instead_of_waiting() -> None:
 @pytest.mark.anyio
 async def test_outer_cancellation_propagates_from_a_waiting_acquire() -> None:
     """Cancelling the caller's scope while it waits for a token raises cancellation, not a timeout."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     limiter.update(throttled=True)
     with anyio.CancelScope() as scope:
         scope.cancel()
@@ -421,7 +425,7 @@ async def test_outer_cancellation_propagates_from_a_waiting_acquire() -> None:
 @pytest.mark.anyio
 async def test_a_rate_cut_slows_waiters_already_in_line() -> None:
     """Waiters queued at a high fill rate are re-planned when further throttles cut the rate."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     for _ in range(40):  # 20 requests per second for 2 s
         await anyio.sleep(0.05)
         limiter.update(throttled=False)
@@ -453,7 +457,7 @@ async def test_a_rate_cut_slows_waiters_already_in_line() -> None:
 @pytest.mark.anyio
 async def test_timeout_is_validated_even_when_acquire_is_free() -> None:
     """A negative timeout is refused with a message naming it, before and after the first throttle."""
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     with pytest.raises(ValueError, match=r"timeout must be >= 0, got -1"):
         await limiter.acquire(timeout=-1)
     limiter.update(throttled=True)
@@ -469,7 +473,7 @@ def test_limiter_built_outside_a_loop_starts_on_the_loops_clock(backend: str) ->
     The default clock reads time.monotonic() outside a loop, and the loop's own (here virtual) clock
     inside it: without re-anchoring, t0 would belong to another time scale.
     """
-    limiter = AdaptiveRateLimiter()
+    limiter = AdaptiveRateLimiter(AWS)
     options: dict[str, Any] = (
         {"loop_factory": virtual_time_loop}
         if backend == "asyncio"

@@ -218,11 +218,11 @@ def test_aws_standard_preset_selects_a_profile() -> None:
 
 
 def test_aws_adaptive_preset_adds_the_limiter_in_both_profiles() -> None:
-    """aws_adaptive() is adaptive mode with the default limiter and the chosen profile's quota."""
+    """aws_adaptive() is adaptive mode with the exact AWS limiter profile and the chosen profile's quota."""
     for profile in ("2020", "2026"):
         policy = RetryPolicy.aws_adaptive(profile)
         assert policy.mode == "adaptive"
-        assert policy.limiter_config == AdaptiveLimiterConfig()
+        assert policy.limiter_config == AdaptiveLimiterConfig(profile="aws")
         assert policy.quota_config == RetryQuotaConfig.profile(profile)
     assert RetryPolicy.aws_adaptive("2026").honour_amz_retry_after is True
 

@@ -61,7 +61,8 @@ def test_the_readme_starts_with_the_two_commands() -> None:
     """The README's first section is "Two commands", and its first command installs and runs the demo."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     first_section = re.search(r"^## (.+)$", text, re.M)
-    assert first_section is not None and first_section.group(1) == "Two commands"
+    assert first_section is not None
+    assert first_section.group(1) == "Two commands"
     first_command = re.search(r"```sh\n(.+?)\n```", text)
     assert first_command is not None
     assert first_command.group(1) == (

@@ -24,8 +24,19 @@ _CONFIGURATIONS = ("none", "naive", "standard", "adaptive")
 _EXTRA_MODULES = {"httpx": "cli", "rich": "cli", "uvicorn": "cli", "matplotlib": "plot"}
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the descriptions' line breaks and shows real defaults as users would type them."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if default is None or default is argparse.SUPPRESS or "(default" in text:
+            return text
+        if isinstance(default, (tuple, list)):
+            if not default:
+                return text
+            default = ",".join(map(str, default))
+        return f"{text} (default: {default})"
 
 
 def _limiter_profiles() -> tuple[str, ...]:
@@ -135,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--capacity", type=capacity_schedule, metavar="START:RATE,...",
                           help="a capacity script instead of --scenario, e.g. 0:100,60:0,65:50 (rate 0: outage)")
     simulate.add_argument("--duration", type=number(1, 86400, unit="s"),
-                          help="virtual seconds per configuration (default: the scenario's, 120 for demo)")
+                          help="virtual seconds per configuration (default: the scenario's; 120 for demo)")
     simulate.add_argument("--clients", type=integer(1, 10_000), default=50, help="concurrent clients")
     simulate.add_argument("--rate", type=number(0.0, 1000, low_open=True), default=2.0,
                           help="requests per second each client wants")
@@ -145,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the fraction of served requests that fail with 503")
     simulate.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_CONFIGURATIONS,
                           help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
-    simulate.add_argument("--profile", type=choice_list(_limiter_profiles()), default=_limiter_profiles(),
+    simulate.add_argument("--profile", type=choice_list(_limiter_profiles()), default=(_default_profile(),),
                           help="adaptive limiter profiles to compare, comma-separated, from: "
                           + ", ".join(_limiter_profiles()))
     simulate.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")

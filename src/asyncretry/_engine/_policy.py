@@ -71,7 +71,8 @@ class RetryPolicy:
         throttling_backoff: delays after throttling errors; default: ``backoff`` (2020) or a 1 s base (2026).
         quota: the retry quota: ``True`` for the profile's default, ``False`` for none, or a
             :class:`RetryQuotaConfig`. Legacy mode has none.
-        limiter: adaptive mode's limiter settings (default :class:`AdaptiveLimiterConfig`).
+        limiter: adaptive mode's limiter settings (default :class:`AdaptiveLimiterConfig`: the
+            ``"asyncretry"`` profile; :meth:`aws_adaptive` defaults to the ``"aws"`` one).
         breaker: circuit breaker settings, or ``None`` (default) for no breaker.
         rate_limit: a fixed request rate per scope (requests per second), or ``None``.
         rate_limit_burst: the burst of that rate limit (default: ``max(1, rate_limit)``).
@@ -199,7 +200,12 @@ class RetryPolicy:
 
     @classmethod
     def aws_adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
-        """AWS SDK adaptive mode: standard mode plus the CUBIC client-side rate limiter."""
+        """AWS SDK adaptive mode: standard mode plus the AWS SDKs' CUBIC client-side rate limiter.
+
+        The limiter defaults to ``AdaptiveLimiterConfig(profile="aws")``, the SDKs' exact behaviour;
+        ``RetryPolicy(mode="adaptive")`` uses asyncretry's default profile instead.
+        """
+        changes.setdefault("limiter", AdaptiveLimiterConfig(profile="aws"))
         return cls(mode="adaptive", profile=profile, **changes)
 
     @classmethod

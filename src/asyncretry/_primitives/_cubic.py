@@ -1,11 +1,18 @@
-"""The math of adaptive mode: CUBIC rate control and send-rate measurement (SPEC section 5).
+"""The math of adaptive mode: rate controllers, CUBIC and send-rate measurement (SPEC section 5).
 
 Everything here is pure and synchronous: functions of their inputs, and small state objects that are
 told the time instead of reading a clock. :class:`~asyncretry.AdaptiveRateLimiter` owns the clock and
 the token bucket and asks a *rate controller* (one per profile) what the fill rate should be.
 
-Only the ``"aws"`` profile exists today: it reproduces the rate limiter that botocore, smithy-kotlin,
-smithy-rs, aws-sdk-go-v2 and aws-sdk-java-v2 share, down to their common test tables.
+Two profiles:
+
+* ``"aws"`` reproduces the rate limiter that botocore, smithy-kotlin, smithy-rs, aws-sdk-go-v2 and
+  aws-sdk-java-v2 share, down to their common test tables (:class:`AwsRateController`).
+* ``"asyncretry"``, the default, measures the server's capacity instead of guessing it from its own
+  send rate, and reacts once per congestion event (:class:`AsyncretryRateController`). In a
+  virtual-time simulation (``benchmarks/adaptive_sim.py``) it serves 99-100% of a throttled server's
+  capacity where AWS's serves 39-93%, and is back at it about a second after the start or the end of
+  an outage (AWS's: 10-14 s).
 """
 
 from __future__ import annotations
@@ -22,44 +29,97 @@ from .._validate import check_choice, check_number, check_seconds
 __all__ = [
     "PROFILES",
     "AdaptiveLimiterConfig",
+    "AsyncretryRateController",
     "AwsRateController",
     "CubicCalculator",
     "RateController",
     "SendRateMeter",
+    "SlidingCounter",
     "cubic_success_rate",
     "cubic_throttle_rate",
     "cubic_window",
     "new_rate_controller",
 ]
 
-PROFILES = ("aws", "asyncretry")
+PROFILES = ("asyncretry", "aws")
 """The accepted values of :attr:`AdaptiveLimiterConfig.profile`."""
+
+_FRACTIONS = ("utilization", "repeat_decrease", "min_repeat_decrease", "outage_probe")
+_DURATIONS = (
+    "reaction_time",
+    "measurement_window",
+    "recovery_time",
+    "quick_recovery_time",
+    "probe_doubling_time",
+    "burst",
+)
+_MARGINS = ("stable_change", "growth_margin", "probe_lift")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdaptiveLimiterConfig:
-    """Settings of an :class:`~asyncretry.AdaptiveRateLimiter`; the defaults are the AWS SDKs' constants.
+    """Settings of an :class:`~asyncretry.AdaptiveRateLimiter`: the profile and its constants.
+
+    Each profile reads only its own constants and the shared ones; the others are ignored.
 
     Args:
-        profile: the rate-control strategy. ``"aws"`` (the default and, for now, the only choice) is
-            the AWS SDKs' CUBIC limiter exactly.
+        profile: the rate-control strategy. ``"asyncretry"`` (the default) measures the server's
+            capacity and holds just below it (:class:`AsyncretryRateController`); ``"aws"`` is the AWS
+            SDKs' CUBIC limiter exactly (:class:`AwsRateController`), as ``RetryPolicy.aws_adaptive()``
+            uses it.
+
+    Shared:
+        min_fill_rate: the lowest fill rate, tokens per second (> 0); default 0.5.
+        min_capacity: the lowest bucket capacity, tokens (>= 1, since every attempt takes one token);
+            default 1.0.
+        max_rate_growth: the rate never grows beyond this many times the measured send rate (> 0), so
+            that a client that sends little does not build up an allowance it never tested; default 2.0.
+        max_wait: how long :meth:`~asyncretry.AdaptiveRateLimiter.acquire` may wait for a token by
+            default, seconds: 0 fails fast, ``None`` (the default) waits as long as needed.
+
+    ``"aws"`` profile (SPEC section 5):
         beta: the factor the rate is multiplied by on a throttle, in ``(0, 1)``; default 0.7.
         scale_constant: CUBIC's ``C``, how fast the rate grows back after a throttle (> 0); default 0.4.
         smoothing: the weight of the newest sample in the measured send rate, in ``(0, 1]``; default 0.8.
         measurement_bucket: the width of one send-rate measurement bucket, seconds (> 0); default 0.5.
-        min_fill_rate: the lowest fill rate, tokens per second (> 0); default 0.5.
-        min_capacity: the lowest bucket capacity, tokens (>= 1, since every attempt takes one token);
-            default 1.0.
-        max_rate_growth: the new rate is capped at this many times the measured send rate (> 0);
-            default 2.0.
-        max_wait: how long :meth:`~asyncretry.AdaptiveRateLimiter.acquire` may wait for a token by
-            default, seconds: 0 fails fast, ``None`` (the default) waits as long as needed.
+
+    ``"asyncretry"`` profile (see :class:`AsyncretryRateController` for the rules and the reasons):
+        utilization: after a congestion event the rate restarts at this fraction of the measured
+            capacity, in ``(0, 1)``; the gap refills the server's burst for the next probe. Default 0.95.
+        repeat_decrease: a further throttle right after a decrease (the capacity fell further) keeps at
+            most this fraction of the rate, in ``(0, 1)``; default 0.7.
+        min_repeat_decrease: ... and at least this fraction (the share of fresh responses that
+            succeeded decides in between), in ``(0, repeat_decrease]``; default 0.25.
+        reaction_time: seconds (> 0, <= ``measurement_window``) after a decrease during which a
+            throttle counts as "the decrease was not enough" rather than as a new congestion event;
+            also the shortest span a capacity measurement uses. Default 0.25.
+        measurement_window: the span over which the served (successful) rate is measured, seconds
+            (> 0); no success in a whole window means an outage. Default 1.0.
+        recovery_time: seconds (> 0) the rate takes to climb back from ``utilization`` to the measured
+            capacity after an event whose measurement confirmed the previous one; default 2.5.
+        quick_recovery_time: the same after an event that changed the estimate (by more than
+            ``stable_change``), a blind cut or an outage, seconds (> 0); default 0.5.
+        stable_change: how far (a fraction, >= 0) a new capacity measurement may differ from the
+            previous one and still count as confirming it; default 0.05.
+        probe_doubling_time: once recovered, the rate probes above the estimate, doubling every this
+            many seconds (> 0) until a throttle; default 0.5.
+        burst: the bucket's capacity as seconds of fill rate (> 0): how many attempts may go out at
+            once after a pause; default 0.1.
+        growth_margin: if the server lately served more than ``1 + growth_margin`` times the
+            capacity measured between throttles, the capacity grew meanwhile: the served rate is used
+            instead (>= 0); default 0.1.
+        probe_lift: what the server served while the rate probed above the estimate may raise the
+            estimate by at most this fraction per event (>= 0), which corrects estimates that are low
+            because the server's burst is too small to show the difference; default 0.01.
+        outage_probe: during an outage (nothing served for ``measurement_window``) the rate drops to
+            this fraction of the capacity measured before it (floored at ``min_fill_rate``), in
+            ``(0, 1]``; default 0.01.
 
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
     """
 
-    profile: str = "aws"
+    profile: str = "asyncretry"
     beta: float = 0.7
     scale_constant: float = 0.4
     smoothing: float = 0.8
@@ -68,6 +128,19 @@ class AdaptiveLimiterConfig:
     min_capacity: float = 1.0
     max_rate_growth: float = 2.0
     max_wait: float | timedelta | None = None
+    utilization: float = 0.95
+    repeat_decrease: float = 0.7
+    min_repeat_decrease: float = 0.25
+    reaction_time: float | timedelta = 0.25
+    measurement_window: float | timedelta = 1.0
+    recovery_time: float | timedelta = 2.5
+    quick_recovery_time: float | timedelta = 0.5
+    stable_change: float = 0.05
+    probe_doubling_time: float | timedelta = 0.5
+    burst: float | timedelta = 0.1
+    growth_margin: float = 0.1
+    probe_lift: float = 0.01
+    outage_probe: float = 0.01
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -81,6 +154,21 @@ class AdaptiveLimiterConfig:
         put(self, "min_capacity", check_number("min_capacity", self.min_capacity, low=1.0))
         if self.max_wait is not None:
             put(self, "max_wait", check_seconds("max_wait", self.max_wait, allow_inf=True))
+        for field in ("utilization", "repeat_decrease"):
+            value = getattr(self, field)
+            put(self, field, check_number(field, value, low=0.0, high=1.0, low_open=True, high_open=True))
+        put(self, "min_repeat_decrease", check_number(
+            "min_repeat_decrease", self.min_repeat_decrease, low=0.0, high=self.repeat_decrease, low_open=True
+        ))
+        probe = check_number("outage_probe", self.outage_probe, low=0.0, high=1.0, low_open=True)
+        put(self, "outage_probe", probe)
+        for field in _DURATIONS:
+            put(self, field, check_seconds(field, getattr(self, field), low_open=True))
+        window = _seconds(self.measurement_window)
+        reaction = check_seconds("reaction_time", self.reaction_time, low_open=True, high=window)
+        put(self, "reaction_time", reaction)
+        for field in _MARGINS:
+            put(self, field, check_number(field, getattr(self, field), low=0.0))
 
 
 # --- pure CUBIC functions
@@ -302,7 +390,311 @@ class AwsRateController:
         )
 
 
+# --- the "asyncretry" profile
+
+
+class SlidingCounter:
+    """Counts events in fixed time slots over a trailing horizon, to give rates over recent spans.
+
+    Args:
+        width: the slot width, seconds.
+        horizon: the longest span :meth:`rate` can look back over, seconds.
+        start: the time the counter starts, seconds.
+    """
+
+    __slots__ = ("_counts", "_newest", "_size", "_width")
+
+    def __init__(self, width: float, horizon: float, start: float) -> None:
+        self._width = width
+        self._size = math.ceil(horizon / width) + 1
+        self._counts = [0] * self._size
+        self._newest = math.floor(start / width)  # the index of the newest slot
+
+    def _advance(self, index: int) -> None:
+        shift = index - self._newest
+        if shift <= 0:
+            return
+        counts = self._counts
+        if shift >= self._size:
+            counts[:] = [0] * self._size
+        else:
+            del counts[:shift]
+            counts.extend([0] * shift)
+        self._newest = index
+
+    def add(self, now: float) -> None:
+        """Count one event at ``now``."""
+        index = math.floor(now / self._width)
+        self._advance(index)
+        offset = self._newest - index
+        if offset < self._size:
+            self._counts[-1 - offset] += 1
+
+    def rate(self, now: float, span: float) -> float:
+        """Events per second over about the last ``span`` seconds (whole slots; the current one partly)."""
+        self._advance(math.floor(now / self._width))
+        slots = max(1, min(self._size, round(span / self._width)))
+        elapsed = min(max(now - self._newest * self._width, 0.0), self._width)
+        covered = (slots - 1) * self._width + elapsed
+        total = sum(self._counts[self._size - slots :])
+        return total / covered if covered > 0 else total / self._width
+
+    def __repr__(self) -> str:
+        return f"SlidingCounter(width={self._width!r}, total={sum(self._counts)})"
+
+
+# Clamp for the probe's exponent: 2**64 times any estimate is beyond every cap.
+_MAX_DOUBLINGS = 64.0
+
+
+class AsyncretryRateController:
+    """The ``"asyncretry"`` profile: measure the server's capacity, hold just below it, probe now and then.
+
+    AWS's CUBIC limiter estimates the capacity from its own *send* rate and cuts it by 0.7 on *every*
+    throttle. So the first throttle, which arrives before any send rate was measured, drops the rate
+    to the 0.5/s floor (about 14 s to recover), and at high rates the several throttles that one
+    overshoot brings back (the requests already in flight) cut it again and again (40% of a
+    1,000/s server). This controller follows other rules:
+
+    1. **Free until the first throttle**, like AWS; the served (successful) rate is measured all along.
+       The first throttles (the answers to one round trip arrive together, in any order) start the
+       rate at ``repeat_decrease`` times what was served so far, not at the floor.
+    2. **One decrease per congestion event**, as TCP reduces once per round trip: a throttle of a request
+       sent before the last decrease (``sent_at``) is an echo of the event already handled. Without
+       send times, each request is assumed sent ``measurement_window / 10`` before its answer.
+    3. **Measure, do not guess.** A throttle means the server's token bucket was empty when the request
+       arrived. Between two throttled requests the server admitted exactly its capacity times the time
+       between them (less what it wasted while its bucket was full), so at each new event the
+       capacity is the successes between the last throttle at least ``reaction_time`` earlier and this
+       one, over the time between their sends. If the server lately served clearly more than that
+       (``growth_margin``), the capacity grew meanwhile and the served rate is used instead.
+       The rate restarts at ``utilization`` (95%) of the capacity: close enough to lose nothing, and
+       the gap refills the server's burst so that the next probe is cheap.
+    4. **Recover, then probe.** The rate climbs back to the capacity along a concave cubic curve in
+       ``recovery_time`` (``quick_recovery_time`` when the estimate changed: then it needs checking
+       soon), then probes above it, doubling every ``probe_doubling_time``: a capacity that grew is
+       found within seconds (AWS's cubic curve takes about 20 s to follow a step from 50 to 200/s),
+       and one that did not costs about one throttle per probe.
+    5. **Cut again only if the decrease was not enough**: a second fresh throttle within
+       ``reaction_time`` of a decrease (the capacity fell) cuts the rate to the share of fresh
+       responses that succeeded, between ``min_repeat_decrease`` and ``repeat_decrease``. One throttle
+       alone is tolerated: right after a decrease the server's bucket is still empty.
+    6. **Outages are not capacity.** When nothing at all was served for ``measurement_window``, the
+       rate drops to ``outage_probe`` (1%) of the capacity measured before, and the first success
+       restores 95% of that capacity at once, instead of climbing from the floor.
+
+    The bucket holds ``burst`` seconds of the fill rate (AWS's holds a whole second), so a pause does
+    not end in a burst the server would throttle.
+
+    Args:
+        config: the constants (the ``"asyncretry"`` ones and the shared ones).
+        start: the limiter's start time, seconds.
+    """
+
+    __slots__ = (
+        "_before_outage", "_burst", "_config", "_decreased_at", "_doubling", "_echo_guard", "_event_at",
+        "_first_response", "_fresh_successes", "_fresh_throttles", "_good", "_horizon", "_marks", "_now",
+        "_outage", "_reaction", "_recovery", "_responses", "_restart_fraction", "_served", "_start",
+        "_starting", "_width", "_window", "enabled", "fill_rate", "last_max_rate", "max_capacity",
+    )
+
+    def __init__(self, config: AdaptiveLimiterConfig, start: float) -> None:
+        self._config = config
+        # The durations as plain floats, read on every update.
+        window = self._window = _seconds(config.measurement_window)
+        self._reaction = _seconds(config.reaction_time)
+        self._doubling = _seconds(config.probe_doubling_time)
+        self._burst = _seconds(config.burst)
+        self._width = window / 20
+        self._good = SlidingCounter(self._width, window, start)
+        self._responses = SlidingCounter(self._width, window, start)
+        self._echo_guard = window / 10
+        # A reference throttle must reach back over a whole recovery and probe.
+        self._horizon = 4 * max(_seconds(config.recovery_time), window)
+        # (send time, successes before it) of recent throttles, one per slot at most.
+        self._marks: deque[tuple[float, int]] = deque()
+        self._served = 0
+        self._start = start
+        self._now = start
+        self._first_response = math.nan
+        self._decreased_at = -math.inf
+        self._event_at = -math.inf
+        self._fresh_successes = 0
+        self._fresh_throttles = 0
+        self._starting = False
+        self._outage = False
+        self._before_outage = 0.0
+        self._recovery = _seconds(config.quick_recovery_time)
+        self._restart_fraction = config.utilization
+        self.enabled = False
+        self.fill_rate = config.min_fill_rate
+        self.max_capacity = config.min_capacity
+        self.last_max_rate = 0.0
+
+    @property
+    def measured_rate(self) -> float:
+        """Responses per second over the last ``measurement_window``."""
+        return self._responses.rate(self._now, self._window)
+
+    @property
+    def last_throttle_time(self) -> float:
+        """When the rate was last decreased (the start time before any throttle)."""
+        return self._decreased_at if self.enabled else self._start
+
+    @property
+    def in_outage(self) -> bool:
+        """Whether nothing was served for a whole window: the rate is probing for the end of an outage."""
+        return self._outage
+
+    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
+        """Feed one response received at ``now`` to a request sent at ``sent_at`` (``None``: unknown)."""
+        config = self._config
+        self._now = now
+        if self._first_response != self._first_response:  # NaN: the first response
+            self._first_response = now
+        self._responses.add(now)
+        # Without send times, assume each request went out a little before its answer came back.
+        sent = sent_at if sent_at is not None else now - self._echo_guard
+        fresh = sent > self._decreased_at
+        if not throttled:
+            self._good.add(now)
+            self._served += 1
+            if not self.enabled:
+                return
+            if self._starting and not fresh:
+                self._start_up(now)  # more answers of the first round trip: a better start
+                return
+            if fresh:
+                self._fresh_successes += 1
+            if self._outage:
+                self._outage = False
+                self._restart(now, self._before_outage, config.utilization, config.quick_recovery_time)
+            else:
+                self._grow(now)
+            return
+        self._mark(sent)
+        if not self.enabled or (self._starting and not fresh):
+            self._start_up(now)
+            return
+        if not fresh:
+            return  # an echo of the event already handled
+        self._starting = False
+        new_episode = now - self._event_at > self._window
+        self._event_at = now
+        if self._good.rate(now, self._window) <= 0.0:
+            self._enter_outage(now)
+            return
+        if sent - self._decreased_at < self._reaction:
+            self._fresh_throttles += 1
+            if self._fresh_throttles < 2:
+                return  # right after a decrease the server's bucket is still empty: bad luck, maybe
+            served = self._fresh_successes / (self._fresh_successes + self._fresh_throttles)
+            cut = min(config.repeat_decrease, max(served, config.min_repeat_decrease))
+            self._restart(now, self.fill_rate, cut, config.quick_recovery_time)
+            return
+        capacity = self._measure(now, sent)
+        if capacity <= 0.0:
+            self._enter_outage(now)
+            return
+        if new_episode:
+            self._before_outage = capacity
+        previous = self.last_max_rate
+        confirmed = abs(capacity - previous) <= config.stable_change * previous
+        recovery = config.recovery_time if confirmed else config.quick_recovery_time
+        self._restart(now, capacity, config.utilization, recovery)
+
+    # --- the rules
+
+    def _start_up(self, now: float) -> None:
+        """The first throttles: start from what was served so far (rule 1)."""
+        config = self._config
+        covered = min(self._window, max(now - self._first_response, self._echo_guard))
+        served = max(self._good.rate(now, covered), self._before_outage)
+        decreased_at = self._decreased_at if self.enabled else now
+        self.enabled = True
+        self._starting = True
+        self._before_outage = served
+        self._restart(now, served, config.repeat_decrease, config.quick_recovery_time)
+        self._decreased_at = decreased_at  # echoes of the same round trip do not move the event
+
+    def _measure(self, now: float, sent: float) -> float:
+        """The server's capacity, measured at a new congestion event (rule 3)."""
+        config = self._config
+        reaction = self._reaction
+        capacity = -1.0
+        for mark_sent, mark_served in reversed(self._marks):
+            if mark_sent <= sent - reaction:
+                # The server's bucket was empty at both throttles: what it admitted in between is its rate.
+                capacity = (self._served - mark_served) / (sent - mark_sent)
+                break
+        span = min(self._window, now - self._decreased_at)
+        served = self._good.rate(now, span)
+        if capacity < 0.0 or served > (1.0 + config.growth_margin) * capacity:
+            # No reference, or one from before the capacity grew (the server's bucket overflowed
+            # while we sent less than it allowed): what it served lately measures it better.
+            capacity = served
+        probe_start = self._decreased_at + self._recovery
+        if sent - probe_start >= self._width and now - probe_start <= self._window:
+            # A small server burst cannot hide a capacity above the estimate from the probe.
+            probed = self._good.rate(now, now - probe_start)
+            capacity = max(capacity, min(probed, (1.0 + config.probe_lift) * capacity))
+        return min(capacity, self.fill_rate)
+
+    def _restart(self, now: float, capacity: float, fraction: float, recovery: float | timedelta) -> None:
+        """Decrease to ``fraction`` of ``capacity`` and recover towards it (rules 3-5)."""
+        self.last_max_rate = capacity
+        self._decreased_at = now
+        self._fresh_successes = self._fresh_throttles = 0
+        self._restart_fraction = fraction
+        self._recovery = _seconds(recovery)
+        self._set(fraction * capacity)
+
+    def _enter_outage(self, now: float) -> None:
+        """Nothing served: probe slowly, remembering the capacity from before (rule 6)."""
+        self._outage = True
+        self._decreased_at = now
+        self._set(self._config.outage_probe * self._before_outage)
+
+    def _grow(self, now: float) -> None:
+        """Concave recovery to the capacity, then an exponential probe above it (rule 4)."""
+        config = self._config
+        capacity = max(self.last_max_rate, config.min_fill_rate)
+        elapsed = now - self._decreased_at
+        recovery = self._recovery
+        if elapsed < recovery:
+            self._set(capacity * (1.0 - (1.0 - self._restart_fraction) * (1.0 - elapsed / recovery) ** 3))
+            return
+        doublings = min((elapsed - recovery) / self._doubling, _MAX_DOUBLINGS)
+        sending = self._responses.rate(now, self._reaction)
+        self._set(min(capacity * 2.0**doublings, max(config.max_rate_growth * sending, capacity)))
+
+    def _set(self, rate: float) -> None:
+        config = self._config
+        rate = max(rate, config.min_fill_rate)
+        self.fill_rate = rate
+        self.max_capacity = max(rate * self._burst, config.min_capacity)
+
+    def _mark(self, sent: float) -> None:
+        marks = self._marks
+        if marks and sent - marks[-1][0] < self._width:
+            marks[-1] = (sent, self._served)  # one reference per slot is enough
+        else:
+            marks.append((sent, self._served))
+        while marks[0][0] < sent - self._horizon:
+            marks.popleft()
+
+    def __repr__(self) -> str:
+        state = "outage" if self._outage else "enabled" if self.enabled else "disabled"
+        return (
+            f"AsyncretryRateController({state}, fill_rate={self.fill_rate!r}, "
+            f"capacity={self.last_max_rate!r}, measured_rate={self.measured_rate!r})"
+        )
+
+
+# --- the registry
+
 _CONTROLLERS: dict[str, Callable[[AdaptiveLimiterConfig, float], RateController]] = {
+    "asyncretry": AsyncretryRateController,
     "aws": AwsRateController,
 }
 
@@ -315,224 +707,3 @@ def new_rate_controller(config: AdaptiveLimiterConfig, start: float) -> RateCont
 def _seconds(value: float | timedelta) -> float:
     # The config normalizes durations to floats in __post_init__; this only narrows the type.
     return value.total_seconds() if isinstance(value, timedelta) else value
-
-
-# ---------------------------------------------------------------- EXPERIMENT (to be cleaned up)
-_TUNING: dict[str, float] = {
-    "window": 1.0,
-    "min_span": 0.25,
-    "max_span": 10.0,
-    "beta": 0.95,
-    "repeat_beta": 0.7,
-    "k": 2.5,
-    "k_short": 0.5,
-    "stable": 0.05,
-    "doubling": 0.5,
-    "burst_time": 0.1,
-    "slot": 0.05,
-    "growth": 2.0,
-    "guard": 0.1,
-    "grown": 0.1,
-    "deepest_cut": 0.25,
-    "outage_probe": 0.01,
-    "lift": 0.01,
-    "lift_below": 0.2,
-}
-
-
-class _SlotCounter:
-    """Counts events in fixed time slots over a trailing horizon."""
-
-    __slots__ = ("_counts", "_first", "_n", "_width")
-
-    def __init__(self, width: float, horizon: float, start: float) -> None:
-        self._width = width
-        self._n = max(2, math.ceil(horizon / width) + 1)
-        self._counts = [0] * self._n
-        self._first = math.floor(start / width) - self._n + 1  # the newest slot is the current one
-
-    def _advance(self, index: int) -> None:
-        newest = self._first + self._n - 1
-        if index <= newest:
-            return
-        shift = index - newest
-        if shift >= self._n:
-            self._counts = [0] * self._n
-        else:
-            del self._counts[:shift]
-            self._counts.extend([0] * shift)
-        self._first += shift
-
-    def add(self, now: float) -> None:
-        index = math.floor(now / self._width)
-        self._advance(index)
-        if index >= self._first:
-            self._counts[index - self._first] += 1
-
-    def rate(self, now: float, span: float) -> float:
-        """Events per second over the trailing ``span`` seconds (whole slots)."""
-        index = math.floor(now / self._width)
-        self._advance(index)
-        slots = max(1, min(self._n, round(span / self._width)))
-        # The current slot is partial: count it, and the span ends now.
-        total = sum(self._counts[self._n - slots :])
-        covered = (slots - 1) * self._width + (now - index * self._width)
-        return total / covered if covered > 0 else 0.0
-
-
-class AsyncretryRateController:
-    """EXPERIMENTAL."""
-
-    def __init__(self, config: AdaptiveLimiterConfig, start: float) -> None:
-        p = _TUNING
-        self._p = p
-        self._min_fill = config.min_fill_rate
-        self._min_capacity = config.min_capacity
-        horizon = p["window"] + 1
-        self._good = _SlotCounter(p["slot"], horizon, start)
-        self._sent = _SlotCounter(p["slot"], horizon, start)
-        self._first_response = math.nan
-        self.enabled = False
-        self.fill_rate = config.min_fill_rate
-        self.max_capacity = config.min_capacity
-        self.last_max_rate = 0.0
-        self.last_throttle_time = start
-        self._decreased_at = -math.inf
-        self._event_at = -math.inf
-        self._served = 0  # successes so far
-        self._marks: deque[tuple[float, int]] = deque()  # (send time, successes before it) of throttles
-        self._outage = False
-        self._fresh = self._fresh_ok = 0
-        self._starting = False
-        self._episode_w = 0.0
-        self._probe_from = 0.0
-        self._k = p["k_short"]
-        self._beta = p["beta"]
-        self.events = 0
-        self.repeats = 0
-
-    @property
-    def measured_rate(self) -> float:
-        return 0.0
-
-    def _set(self, rate: float) -> None:
-        rate = max(rate, self._min_fill)
-        self.fill_rate = rate
-        self.max_capacity = max(rate * self._p["burst_time"], self._min_capacity)
-
-    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
-        p = self._p
-        if self._first_response != self._first_response:
-            self._first_response = now
-        self._sent.add(now)
-        if not throttled:
-            self._good.add(now)
-            self._served += 1
-            if not self.enabled:
-                return
-            if sent_at is None or sent_at > self._decreased_at:
-                self._fresh_ok += 1
-            if self._outage:
-                self._outage = False
-                self._recover(now, self._episode_w, p["beta"], p["k_short"])
-                return
-            self._grow(now)
-            return
-        sent = sent_at if sent_at is not None else now
-        marks = self._marks
-        marks.append((sent, self._served))
-        while marks[0][0] < sent - p["max_span"]:
-            marks.popleft()
-        fresh = sent_at > self._decreased_at if sent_at is not None else now - self._decreased_at >= p["guard"]
-        if not self.enabled or (self._starting and not fresh):
-            # The first throttles: nothing measured under saturation yet. Start from what was served so
-            # far (the responses of one round trip arrive together, in any order: take the best).
-            self.enabled = True
-            self._starting = True
-            covered = min(p["window"], max(now - self._first_response, p["guard"]))
-            estimate = max(self._good.rate(now, covered), self._episode_w)
-            self._episode_w = estimate
-            self._recover(now, estimate, p["repeat_beta"], p["k_short"])
-            self._decreased_at = now if self.events == 0 else self._decreased_at
-            self.events += 1 if self.events == 0 else 0
-            return
-        if not fresh:
-            return
-        self._starting = False
-        self.events += 1
-        new_episode = now - self._event_at > p["window"]
-        self._event_at = now
-        if self._good.rate(now, p["window"]) <= 0.0:
-            self._enter_outage(now)
-            return
-        if sent - self._decreased_at < p["min_span"]:
-            self._fresh += 1
-            if self._fresh < 2:
-                # right after a cut the server's bucket is still empty: one throttle can be bad luck
-                return
-            # our last cut did not stop the throttling: cut again, from the rate we were sending at
-            self.repeats += 1
-            fraction = self._fresh_ok / (self._fresh_ok + self._fresh)
-            beta = min(p["repeat_beta"], max(fraction, p["deepest_cut"]))
-            self._recover(now, self.fill_rate, beta, p["k_short"])
-            return
-        estimate = -1.0
-        # the server's bucket was empty at both throttles: what it admitted in between is its rate
-        for mark_sent, mark_served in reversed(marks):
-            if mark_sent <= sent - p["min_span"]:
-                estimate = (self._served - mark_served) / (sent - mark_sent)
-                break
-        served = self._good.rate(now, min(p["window"], now - self._decreased_at))
-        if estimate < 0 or served > (1.0 + p["grown"]) * estimate:
-            # no reference, or one from before the capacity grew (the server's bucket overflowed while
-            # we sent less than it allowed): what it served lately is the better measure
-            estimate = served
-        probe_start = self._probe_from + self._k
-        if sent - probe_start >= p["slot"] and now - probe_start <= p["window"]:
-            # what the server admitted while we probed above the estimate: a small burst cannot hide
-            # a capacity above our estimate there, so let it lift the estimate a little each cycle
-            probed = self._good.rate(now, now - probe_start)
-            estimate = max(estimate, min(probed, (1.0 + p["lift"]) * estimate))
-        estimate = min(estimate, self.fill_rate)
-        if estimate <= 0.0:
-            self._enter_outage(now)
-            return
-        if new_episode:
-            self._episode_w = estimate
-        previous = self.last_max_rate
-        stable = abs(estimate - previous) <= p["stable"] * previous
-        self._recover(now, estimate, p["beta"], p["k"] if stable else p["k_short"])
-
-    def _enter_outage(self, now: float) -> None:
-        # Nothing served: an outage rather than a lower capacity. Probe slowly, and come back near the
-        # capacity seen before it.
-        self._outage = True
-        self._decreased_at = now
-        self.last_throttle_time = now
-        self._set(self._p["outage_probe"] * self._episode_w)
-
-    def _recover(self, now: float, w: float, beta: float, k: float) -> None:
-        self.last_max_rate = w
-        self._decreased_at = now
-        self._fresh = self._fresh_ok = 0
-        self.last_throttle_time = now
-        self._probe_from = now
-        self._beta = beta
-        self._k = k
-        self._set(beta * w)
-
-    def _grow(self, now: float) -> None:
-        p = self._p
-        w = max(self.last_max_rate, self._min_fill)
-        k = self._k
-        tau = now - self._probe_from
-        if tau < k:
-            rate = w * (1.0 - (1.0 - self._beta) * (1.0 - tau / k) ** 3)
-            self._set(max(rate, self.fill_rate))
-            return
-        rate = w * 2.0 ** ((tau - k) / p["doubling"])
-        cap = max(p["growth"] * self._sent.rate(now, p["min_span"]), w)
-        self._set(min(rate, cap))
-
-
-_CONTROLLERS["asyncretry"] = AsyncretryRateController  # type: ignore[assignment]

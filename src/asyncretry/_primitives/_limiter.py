@@ -1,11 +1,16 @@
 """AdaptiveRateLimiter: client-side rate limiting that finds a throttled server's capacity (SPEC section 5).
 
 Nothing is limited until the first throttling response. From then on every attempt takes one token
-from an :class:`~asyncretry.AsyncTokenBucket` whose fill rate follows CUBIC: cut to ``beta`` times the
-measured send rate on each throttle, then grown back along a cubic curve while responses succeed,
-never above ``max_rate_growth`` times the measured send rate.
+from an :class:`~asyncretry.AsyncTokenBucket` whose fill rate a *profile* controls:
 
-The rate math lives in :mod:`._cubic` as a synchronous state machine; this module only applies its
+* ``"asyncretry"`` (the default) measures the capacity the server admits between throttles, holds
+  the rate just below it, reacts once per congestion event and probes now and then for more
+  (:class:`~asyncretry._primitives._cubic.AsyncretryRateController`);
+* ``"aws"`` is the AWS SDKs' CUBIC limiter exactly: cut to ``beta`` times the measured send rate on
+  each throttle, grown back along a cubic curve, never above ``max_rate_growth`` times the measured
+  send rate.
+
+The rate math lives in :mod:`._cubic` as synchronous state machines; this module only applies their
 decisions to the bucket and does the waiting.
 """
 
@@ -37,9 +42,11 @@ class LimiterStatistics:
         fill_rate: the token bucket's fill rate, tokens (attempts) per second.
         max_capacity: the token bucket's capacity, tokens.
         available: tokens in the bucket now.
-        measured_rate: the smoothed send rate, requests per second.
-        last_max_rate: the rate at the last throttle (CUBIC's ``W_max``), requests per second.
-        last_throttle_time: when the last throttle happened (the start time before any), clock seconds.
+        measured_rate: the measured rate of responses, requests per second (``"aws"``: smoothed).
+        last_max_rate: ``"aws"``: the rate at the last throttle (CUBIC's ``W_max``); ``"asyncretry"``:
+            the server's capacity as last measured. Requests per second.
+        last_throttle_time: when the rate was last cut for a throttle (the start time before any),
+            clock seconds.
         updates: responses fed to :meth:`~AdaptiveRateLimiter.update`.
         throttles: of those, throttling responses.
         acquires: tokens granted by :meth:`~AdaptiveRateLimiter.acquire` (free ones included).
@@ -67,14 +74,15 @@ class LimiterStatistics:
 
 
 class AdaptiveRateLimiter:
-    """The AWS SDKs' "adaptive" retry-mode limiter: a token bucket whose rate follows CUBIC.
+    """The "adaptive" retry-mode limiter: a token bucket whose rate follows the server's capacity.
 
     Call ``await limiter.acquire()`` before every attempt (the first included) and
-    ``limiter.update(throttled=...)`` after every response. Keep one limiter per throttled resource:
-    a throttle on one resource must not slow another.
+    ``limiter.update(throttled=..., sent_at=...)`` after every response. Keep one limiter per
+    throttled resource: a throttle on one resource must not slow another.
 
     Args:
-        config: the constants and the profile; defaults to ``AdaptiveLimiterConfig()`` (the AWS values).
+        config: the profile and its constants; defaults to ``AdaptiveLimiterConfig()`` (the
+            ``"asyncretry"`` profile). ``AdaptiveLimiterConfig(profile="aws")`` is the AWS SDKs' limiter.
         clock: the time source; defaults to :data:`~asyncretry.DEFAULT_CLOCK` (the running loop's clock).
             The limiter's start time (SPEC's ``t0``) is read from it at construction; a limiter built
             outside any event loop on the default clock starts at its first :meth:`update` instead,
@@ -149,17 +157,18 @@ class AdaptiveRateLimiter:
 
     @property
     def measured_rate(self) -> float:
-        """The smoothed rate at which responses arrive, requests per second."""
+        """The measured rate at which responses arrive, requests per second."""
         return self._control.measured_rate
 
     @property
     def last_max_rate(self) -> float:
-        """The send rate when the last throttle hit (CUBIC's ``W_max``), requests per second."""
+        """``"aws"``: the send rate when the last throttle hit (CUBIC's ``W_max``); ``"asyncretry"``:
+        the server's capacity as last measured. Requests per second."""
         return self._control.last_max_rate
 
     @property
     def last_throttle_time(self) -> float:
-        """When the last throttle hit, clock seconds (the start time before the first one)."""
+        """When the rate was last cut for a throttle, clock seconds (the start time before the first one)."""
         return self._control.last_throttle_time
 
     # ASYNC109: `timeout` is a budget for the rate-limit wait that raises RateLimitTimeout, not a

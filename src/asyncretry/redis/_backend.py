@@ -10,6 +10,7 @@ scope. Each primitive then applies its own ``on_unavailable`` choice (:class:`_L
 
 from __future__ import annotations
 
+import asyncio
 import math
 from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
 from collections.abc import Sequence
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
-import anyio
 import redis.asyncio
 import redis.exceptions
 from redis.asyncio.retry import Retry
@@ -40,7 +40,7 @@ _CHOICES = ("fail_open", "fail_closed")
 # which propagate): no connection, a timeout, a server that is loading, read-only after a failover, out
 # of memory, or a cluster that is reconfiguring.
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
-    OSError,  # includes the builtin TimeoutError that anyio.fail_after raises
+    OSError,  # includes the builtin TimeoutError that asyncio.timeout raises
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.ReadOnlyError,
@@ -227,7 +227,8 @@ class RedisBackend:
                 raise _Unavailable(self._last_error, sent=False)
             self._probing = True  # this call is the probe; the others keep to the fallback meanwhile
         try:
-            with anyio.fail_after(self._operation_timeout):
+            # asyncio.timeout, not anyio.fail_after: this code runs on asyncio only, and it is ~4x cheaper.
+            async with asyncio.timeout(self._operation_timeout):
                 reply = await self._eval(script, key, args)
         except _UNAVAILABLE as error:
             self._failures += 1

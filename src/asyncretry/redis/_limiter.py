@@ -15,8 +15,9 @@ process has a throttle to report; once enabled, every ``acquire`` is one round t
 
 Approximations, stated: reports are counted at the server time they arrive (up to one request, or
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
-the SDKs' own lag of one measurement bucket. Reservations made before a rate cut keep their times; the
-cut applies to every token handed out after it.
+the SDKs' own lag of one measurement bucket. A call that must wait reserves its token (its place in the
+fleet's queue) and sleeps; every ``sync_interval`` it checks how many tokens the bucket has taken in since,
+so that a rate change in the fleet moves its wake-up earlier or later, as the in-process bucket re-plans.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from ._backend import OnUnavailable, RedisBackend, _Link, fmt, num
 from ._scripts import LIMITER
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
+
+
+_AWS = AdaptiveLimiterConfig(profile="aws")
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -84,6 +88,7 @@ class _View:
     measured_rate: float = 0.0
     last_max_rate: float = 0.0
     last_throttle_time: float = 0.0  # local clock
+    accrued: float = 0.0  # tokens the fleet's bucket has taken in since it was created
     seen_at: float = math.nan  # local clock
 
 
@@ -97,8 +102,9 @@ class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
 
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
-        config: the CUBIC constants (every process must use the same); defaults to the AWS values. Only
-            the ``"aws"`` profile runs on Redis.
+        config: the CUBIC constants (every process must use the same); defaults to
+            ``AdaptiveLimiterConfig(profile="aws")``. Only the ``"aws"`` profile (SPEC section 5) runs on
+            Redis; another profile is refused.
         name: names the shared limiter (the Redis key ``{prefix}limiter:{name}``) and its events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) limits with a local
             shadow limiter that has seen this process's responses all along; ``"fail_closed"`` raises
@@ -140,10 +146,12 @@ class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
         clock: Clock | None = None,
         events: EventBus | None = None,
     ) -> None:
-        if config is not None and config.profile != "aws":
+        if config is None:
+            config = _AWS
+        elif config.profile != "aws":
             raise ValueError(
                 f"profile must be 'aws' for RedisAdaptiveRateLimiter (the fleet's script runs SPEC section 5), "
-                f"got {config.profile!r}"
+                f"got {config.profile!r}; use dataclasses.replace(config, profile='aws')"
             )
         super().__init__(config, clock=clock, name=name, events=_Muted())
         self._bus = events if events is not None else GLOBAL_EVENTS
@@ -211,7 +219,8 @@ class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
 
         Free (no round trip) while the fleet's limiter is not enabled, except every ``sync_interval``
         and when a throttle waits to be reported; once enabled, one round trip that takes a token from
-        the fleet's bucket, then a sleep of the time the server computed if the call must wait.
+        the fleet's bucket, then a sleep of the time the server computed if the call must wait (with a
+        round trip every ``sync_interval`` of it, to follow changes of the fleet's rate).
 
         Args:
             timeout: the longest wait allowed, seconds or a ``timedelta``; defaults to the config's
@@ -228,27 +237,54 @@ class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
         if not (self._view.enabled or self._throttled or now >= self._next_sync or self._link.degraded):
             self._acquires += 1
             return
-        reply = await self._run(want=True, max_wait=None if limit is None else _seconds(limit))
+        max_wait = None if limit is None else _seconds(limit)
+        reply = await self._run(want=True, max_wait=max_wait)
         if reply is None:
             await AdaptiveRateLimiter.acquire(self, timeout=timeout)
             return
-        granted, wait = reply
+        granted, wait, due = reply
         if not granted:
             self._timeouts += 1
-            raise RateLimitTimeout(name=self.name, wait=wait, timeout=_seconds(limit) if limit is not None else 0.0)
+            raise RateLimitTimeout(name=self.name, wait=wait, timeout=max_wait if max_wait is not None else 0.0)
         self._acquires += 1
         if wait > 0.0:
-            self._reserved += 1
-            slept = False
-            try:
-                await self._clock.sleep(wait)
-                slept = True
-            finally:
-                self._reserved -= 1
-                if not slept:
-                    self._give += 1  # cancelled: the attempt will not happen, the token goes back
-            self._waits += 1
-            self._wait_time += wait
+            await self._wait_for(due, wait, max_wait)
+
+    async def _wait_for(self, due: float, wait: float, max_wait: float | None) -> None:
+        """Sleep until the fleet's bucket has taken in ``due`` tokens, re-planning every ``sync_interval``.
+
+        The fleet's rate may change while this call sleeps (a throttle elsewhere cuts it, CUBIC grows
+        it back): the call then wakes when its token is really due, not when it was first predicted.
+        """
+        clock = self._clock
+        started = clock.now()
+        self._reserved += 1
+        done = False
+        try:
+            remaining = wait
+            while remaining > 0.0:
+                chunk = min(remaining, self._sync_interval)
+                await clock.sleep(chunk)
+                remaining -= chunk
+                if remaining <= 1e-3:
+                    break
+                if await self._run(want=False, max_wait=None) is not None:
+                    view = self._view
+                    remaining = (due - view.accrued) / view.fill_rate
+                if max_wait is not None and clock.now() - started + remaining > max_wait:
+                    # A rate cut while this call slept pushed its token past the caller's limit.
+                    self._timeouts += 1
+                    self._acquires -= 1
+                    raise RateLimitTimeout(
+                        name=self.name, wait=clock.now() - started + remaining, timeout=max_wait
+                    )
+            done = True
+        finally:
+            self._reserved -= 1
+            if not done:
+                self._give += 1  # cancelled or timed out: the attempt will not happen, the token goes back
+        self._waits += 1
+        self._wait_time += clock.now() - started
 
     def try_acquire(self) -> bool:
         """Not available on a fleet limiter (a token needs a round trip): use ``await acquire(timeout=0)``."""
@@ -336,7 +372,7 @@ class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
             tokens = min(view.max_capacity, tokens + max(0.0, self._clock.now() - view.seen_at) * view.fill_rate)
         return tokens
 
-    async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float] | None:
+    async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
         responses, throttles, give = self._reported, self._throttled, self._give
         self._reported = self._throttled = self._give = 0
         args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
@@ -365,4 +401,5 @@ class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
                 time=now, source=self.name, old_rate=old_rate, new_rate=view.fill_rate,
                 measured_rate=view.measured_rate, throttled=throttles > 0, enabled=view.enabled,
             ))
-        return bool(int(reply[0])), num(reply[1])
+        view.accrued = num(reply[11])
+        return bool(int(reply[0])), num(reply[1]), num(reply[12])

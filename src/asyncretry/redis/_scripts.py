@@ -220,6 +220,9 @@ return reply
 LIMITER = Script("limiter", _PRELUDE + """
 -- The fleet's adaptive limiter: one CUBIC state (SPEC section 5) fed by every process's responses, and
 -- one token bucket at its fill rate that every process takes its tokens from (debt = queue, as BUCKET).
+-- 'acc' counts every token that ever came into the bucket (refill and hand-backs): a reservation is due
+-- once 'acc' reaches the 'due' it was given, whatever the fill rate did meanwhile, so sleepers can
+-- re-plan when the fleet's rate changes.
 -- ARGV: beta, C, smoothing, measurement bucket width, min_fill_rate, min_capacity, max_rate_growth,
 --       responses, throttles (reported since the process's last round trip), want (0/1),
 --       max_wait (-1: no limit), give_back, ttl_ms
@@ -227,17 +230,22 @@ local beta, C, smoothing, width = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber
 local min_fill, min_cap, growth = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local responses, throttles, want = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_wait, give, ttl = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k'}
+local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc'}
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, mr = 0, lb = math.floor(now), cnt = 0,
-       wmax = 0, ltt = now, k = 0}
+       wmax = 0, ltt = now, k = 0, acc = 0}
 end
-if now > v.ts then v.tok = math.min(v.cap, v.tok + (now - v.ts) * v.fill) end
+local function add(amount)
+  local before = v.tok
+  v.tok = math.min(v.cap, v.tok + amount)
+  if v.tok > before then v.acc = v.acc + (v.tok - before) end
+end
+if now > v.ts then add((now - v.ts) * v.fill) end
 v.ts = now
-v.tok = math.min(v.cap, v.tok + give)
+if give > 0 then add(give) end
 local old_fill = v.fill
 if responses > 0 then
   local scale = 1 / width
@@ -262,18 +270,23 @@ if responses > 0 then
   end
   v.tok = math.min(v.tok, v.cap)
 end
-local granted, wait = 1, 0
+local granted, wait, due = 1, 0, v.acc
 if want == 1 and v.en == 1 then
   if v.tok + v.fill * 1e-9 >= 1 then
     v.tok = v.tok - 1
   else
     wait = (1 - v.tok) / v.fill
-    if max_wait >= 0 and wait > max_wait then granted = 0 else v.tok = v.tok - 1 end
+    if max_wait >= 0 and wait > max_wait then
+      granted = 0
+    else
+      v.tok = v.tok - 1; due = v.acc - v.tok
+    end
   end
 end
 local out = {}
 for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
 redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax), f(v.ltt), f(now), f(old_fill)}
+return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax), f(v.ltt), f(now), f(old_fill),
+        f(v.acc), f(due)}
 """)

@@ -1,0 +1,58 @@
+"""Run every benchmark, one after the other, each in its own process: ``python -m benchmarks [--quick]``.
+
+Each benchmark prints its own table with ratios against the peers measured in the same run; this runner
+adds the machine they ran on. Nothing here is part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCHMARKS = (
+    ("bench_bucket", "token bucket vs aiolimiter (issue 2)"),
+    ("bench_engine", "retry engine vs tenacity, stamina, httpx-retries (issue 3)"),
+    ("bench_transport", "httpx transport vs httpx-retries and the bare transport (issue 4)"),
+    ("bench_adaptive_http", "50 clients against a throttling local server (issue 4)"),
+    ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter (issue 5)"),
+    ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry (issue 5)"),
+    ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
+    ("bench_observability", "success path with and without OpenTelemetry (issue 7)"),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run every asyncretry benchmark.")
+    parser.add_argument("--quick", action="store_true", help="rough figures, fast (passed to each benchmark)")
+    parser.add_argument("--only", help="comma-separated benchmark names to run")
+    args = parser.parse_args(argv)
+    chosen = set(args.only.split(",")) if args.only else None
+    here = Path(__file__).resolve().parent
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()} ({platform.python_implementation()})"
+    )
+    failures = 0
+    for name, what in BENCHMARKS:
+        if chosen is not None and name not in chosen:
+            continue
+        if not (here / f"{name}.py").exists():
+            print(f"\n=== {name}: missing", flush=True)
+            failures += 1
+            continue
+        print(f"\n=== {name}: {what}", flush=True)
+        started = time.monotonic()
+        command = [sys.executable, "-m", f"benchmarks.{name}", *(["--quick"] if args.quick else [])]
+        code = subprocess.run(command, cwd=here.parent, check=False).returncode
+        print(f"--- {name}: exit {code}, {time.monotonic() - started:.0f} s", flush=True)
+        failures += code != 0
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""The "asyncretry" limiter profile (the default): its rules, its bounds, and that it beats "aws".
+
+The "aws" profile's conformance with the SDKs lives in tests/test_limiter.py and tests/test_cubic.py.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from asyncretry import (
+    DEFAULT_CLOCK,
+    AdaptiveLimiterConfig,
+    AdaptiveRateLimiter,
+    NoBackoff,
+    Retrier,
+    RetryPolicy,
+)
+from asyncretry._primitives._cubic import (
+    AsyncretryRateController,
+    AwsRateController,
+    SlidingCounter,
+    new_rate_controller,
+)
+from asyncretry._simulation import Scenario, run_simulation
+from asyncretry.testing import VirtualClock
+
+LATENCY = 0.02
+
+
+def _served_then_throttled(config: AdaptiveLimiterConfig) -> AsyncretryRateController:
+    """A controller that served 100/s for 1 s, then saw its first throttle (sent at 1.0, answered at 1.02)."""
+    control = AsyncretryRateController(config, 0.0)
+    for k in range(100):
+        control.update(k / 100 + LATENCY, False, k / 100)
+    control.update(1.0 + LATENCY, True, 1.0)
+    return control
+
+
+def _measured(config: AdaptiveLimiterConfig) -> AsyncretryRateController:
+    """After the first throttle: 97 successes sent from 1.03 to 1.99, then a throttle sent at 2.0."""
+    control = _served_then_throttled(config)
+    for k in range(3, 100):
+        sent = 1.0 + k / 100
+        control.update(sent + LATENCY, False, sent)
+    control.update(2.0 + LATENCY, True, 2.0)
+    return control
+
+
+# --- the profiles and their wiring
+
+
+def test_default_profile_is_asyncretry_and_aws_stays_selectable() -> None:
+    """AdaptiveLimiterConfig() picks the "asyncretry" controller; profile="aws" still picks the SDKs' one."""
+    assert AdaptiveLimiterConfig().profile == "asyncretry"
+    assert isinstance(new_rate_controller(AdaptiveLimiterConfig(), 0.0), AsyncretryRateController)
+    assert isinstance(new_rate_controller(AdaptiveLimiterConfig(profile="aws"), 0.0), AwsRateController)
+    limiter = AdaptiveRateLimiter(clock=VirtualClock(), name="api")
+    assert repr(limiter) == (
+        "<AdaptiveRateLimiter 'api' disabled fill_rate=0.5/s max_capacity=1 measured_rate=0/s "
+        "profile='asyncretry'>"
+    )
+
+
+def test_aws_preset_keeps_the_aws_profile_and_plain_adaptive_mode_gets_the_default() -> None:
+    """RetryPolicy.aws_adaptive() uses the exact AWS limiter unless told otherwise; "adaptive" the default."""
+    assert RetryPolicy.aws_adaptive().limiter_config == AdaptiveLimiterConfig(profile="aws")
+    assert RetryPolicy.aws_adaptive("2026").limiter_config == AdaptiveLimiterConfig(profile="aws")
+    assert RetryPolicy(mode="adaptive").limiter_config == AdaptiveLimiterConfig()
+    custom = AdaptiveLimiterConfig(utilization=0.9)
+    assert RetryPolicy.aws_adaptive(limiter=custom).limiter_config is custom
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("utilization", 1.0, r"utilization must be > 0 and < 1, got 1.0"),
+        ("utilization", 0, r"utilization must be > 0 and < 1, got 0"),
+        ("repeat_decrease", 1.5, r"repeat_decrease must be > 0 and < 1, got 1.5"),
+        ("min_repeat_decrease", 0.8, r"min_repeat_decrease must be > 0 and <= 0.7, got 0.8"),
+        ("reaction_time", 2.0, r"reaction_time must be > 0 and <= 1, got 2.0"),
+        ("reaction_time", 0, r"reaction_time must be > 0, got 0"),
+        ("measurement_window", 0, r"measurement_window must be > 0, got 0"),
+        ("recovery_time", -1, r"recovery_time must be > 0, got -1"),
+        ("quick_recovery_time", 0, r"quick_recovery_time must be > 0, got 0"),
+        ("probe_doubling_time", timedelta(0), r"probe_doubling_time must be > 0, got 0"),
+        ("burst", 0, r"burst must be > 0, got 0"),
+        ("stable_change", -0.1, r"stable_change must be >= 0, got -0.1"),
+        ("growth_margin", math.nan, r"growth_margin must be a finite number"),
+        ("probe_lift", -1, r"probe_lift must be >= 0, got -1"),
+        ("outage_probe", 0, r"outage_probe must be > 0 and <= 1, got 0"),
+        ("outage_probe", 1.5, r"outage_probe must be > 0 and <= 1, got 1.5"),
+    ],
+)
+def test_config_rejects_bad_values_naming_the_parameter(field: str, value: Any, message: str) -> None:
+    """Every bad "asyncretry" setting fails at construction with a message naming it, its value, its range."""
+    with pytest.raises(ValueError, match=message):
+        AdaptiveLimiterConfig(**{field: value})
+
+
+def test_config_normalizes_durations_and_documents_its_defaults() -> None:
+    """Durations accept timedelta and are stored as float seconds; the defaults are the documented ones."""
+    config = AdaptiveLimiterConfig(recovery_time=timedelta(seconds=3), burst=timedelta(milliseconds=50))
+    assert (config.recovery_time, config.burst) == (3.0, 0.05)
+    assert type(config.recovery_time) is float
+    with pytest.raises(TypeError, match=r"utilization must be a number"):
+        AdaptiveLimiterConfig(utilization="0.9")  # type: ignore[arg-type]
+    default = AdaptiveLimiterConfig()
+    assert (default.utilization, default.repeat_decrease, default.min_repeat_decrease) == (0.95, 0.7, 0.25)
+    assert (default.reaction_time, default.measurement_window) == (0.25, 1.0)
+    assert (default.recovery_time, default.quick_recovery_time) == (2.5, 0.5)
+    assert default.probe_doubling_time == 0.5
+    assert (default.stable_change, default.growth_margin, default.probe_lift) == (0.05, 0.1, 0.01)
+    assert (default.burst, default.outage_probe) == (0.1, 0.01)
+
+
+# --- the rules
+
+
+@pytest.mark.parametrize("order", ["served first", "throttled first", "interleaved"])
+def test_first_round_trip_starts_from_what_was_served_not_from_the_floor(order: str) -> None:
+    """10 served and 40 throttled answers to the first round trip start the rate from the served rate.
+
+    AWS's limiter has measured nothing 20 ms in and drops to its 0.5/s floor; ours starts from the
+    served rate, whatever the order in which the answers arrive.
+    """
+    answers = {
+        "served first": [False] * 10 + [True] * 40,
+        "throttled first": [True] * 40 + [False] * 10,
+        "interleaved": [True, False, True, True, True] * 10,
+    }[order]
+    clock = VirtualClock(0.0)
+    ours = AdaptiveRateLimiter(clock=clock)
+    aws = AdaptiveRateLimiter(AdaptiveLimiterConfig(profile="aws"), clock=clock)
+    clock.advance(LATENCY)
+    for throttled in answers:
+        ours.update(throttled, sent_at=0.0)
+        aws.update(throttled, sent_at=0.0)
+    assert ours.enabled
+    assert aws.enabled
+    assert aws.fill_rate == 0.5
+    # 10 served in the 0.07 s the first slots cover: 143/s, of which repeat_decrease (0.7) is kept.
+    assert ours.fill_rate == pytest.approx(0.7 * 10 / 0.07)
+    assert ours.last_throttle_time == LATENCY
+
+
+def test_first_throttle_after_steady_traffic_starts_from_the_measured_rate() -> None:
+    """A first throttle after 1 s of 100 served/s starts at repeat_decrease x 100/s."""
+    control = _served_then_throttled(AdaptiveLimiterConfig())
+    assert control.enabled
+    assert control.last_max_rate == pytest.approx(100.0, rel=0.05)
+    assert control.fill_rate == pytest.approx(0.7 * control.last_max_rate)
+
+
+def test_echoes_of_a_handled_congestion_event_change_nothing() -> None:
+    """Throttles of requests sent before the last decrease are ignored; a single fresh one is tolerated;
+    a second fresh one within the reaction time cuts again."""
+    control = _measured(AdaptiveLimiterConfig())
+    rate = control.fill_rate
+    for sent in (1.99, 2.0, 2.01):  # sent before the decrease at 2.02: already accounted for
+        control.update(sent + LATENCY, True, sent)
+    assert control.fill_rate == rate
+    control.update(2.05, True, 2.03)  # fresh, but the server's bucket may still be empty: tolerated
+    assert control.fill_rate == rate
+    control.update(2.06, True, 2.04)  # the decrease was not enough
+    # Nothing fresh was served: the deepest cut allowed, min_repeat_decrease.
+    assert control.fill_rate == pytest.approx(0.25 * rate)
+    assert control.last_throttle_time == 2.06
+
+
+def test_a_repeated_cut_follows_the_share_of_fresh_answers_that_were_served() -> None:
+    """Two fresh throttles and two fresh successes after a decrease cut the rate in half."""
+    control = _measured(AdaptiveLimiterConfig())
+    control.update(2.045, False, 2.025)
+    control.update(2.05, True, 2.03)
+    control.update(2.055, False, 2.035)
+    rate = control.fill_rate
+    control.update(2.06, True, 2.04)
+    assert control.fill_rate == pytest.approx(0.5 * rate)
+
+
+def test_a_new_congestion_event_measures_the_capacity_between_throttles() -> None:
+    """97 successes between two throttled sends 1 s apart measure 97/s; the rate restarts at 95% of it."""
+    control = _measured(AdaptiveLimiterConfig(probe_lift=0.0))
+    assert control.last_max_rate == pytest.approx(97.0)
+    assert control.fill_rate == pytest.approx(0.95 * 97.0)
+    assert control.last_throttle_time == 2.0 + LATENCY
+
+
+def test_a_capacity_that_grew_is_measured_by_what_was_served_lately() -> None:
+    """If the server served more than 110% of the between-throttles figure lately, that figure is stale."""
+    control = _served_then_throttled(AdaptiveLimiterConfig(probe_lift=0.0))
+    for k in range(160):  # 1.5 s quiet at 20/s (the server's bucket overflows), then 0.5 s at 200/s
+        sent = 1.03 + (k * 0.05 if k < 30 else 1.5 + (k - 30) / 260)
+        control.update(sent + LATENCY, False, sent)
+    control.update(2.5 + LATENCY, True, 2.5)
+    # Between the throttles (1.0 and 2.5): 160 / 1.5 = 107/s; served in the last second: about 140/s.
+    assert 1.3 * 160 / 1.5 < control.last_max_rate < 150
+
+
+def test_the_rate_recovers_to_the_capacity_then_probes_above_it() -> None:
+    """The rate climbs along a concave cubic to the capacity in recovery_time, then doubles every
+    probe_doubling_time while nothing is throttled."""
+    config = AdaptiveLimiterConfig(
+        probe_lift=0.0,
+        recovery_time=2.0,
+        quick_recovery_time=2.0,
+        probe_doubling_time=0.5,
+        max_rate_growth=1e6,
+    )
+    control = _measured(config)
+    event = control.last_throttle_time
+    capacity = control.last_max_rate
+    rates = {}
+    for elapsed in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
+        control.update(event + elapsed, False, event + elapsed - LATENCY)
+        rates[elapsed] = control.fill_rate
+    for elapsed in (0.5, 1.0, 1.5, 2.0):
+        assert rates[elapsed] == pytest.approx(capacity * (1 - 0.05 * (1 - elapsed / 2.0) ** 3))
+    assert rates[2.5] == pytest.approx(2 * capacity)
+    assert rates[3.0] == pytest.approx(4 * capacity)
+
+
+def test_probing_never_runs_far_ahead_of_what_is_actually_sent() -> None:
+    """The probe stops at max_rate_growth x the measured response rate, but never below the capacity."""
+    config = AdaptiveLimiterConfig(probe_lift=0.0, recovery_time=0.5, quick_recovery_time=0.5)
+    control = _measured(config)
+    event = control.last_throttle_time
+    capacity = control.last_max_rate
+    control.update(event + 10.0, False, event + 10.0 - LATENCY)  # one lonely answer: 4/s over 0.25 s
+    assert control.fill_rate == pytest.approx(capacity)
+    for k in range(1, 101):  # 400 answers per second
+        control.update(event + 10.0 + k / 400, False, event + 10.0 + k / 400 - LATENCY)
+    assert control.fill_rate == pytest.approx(2.0 * control._responses.rate(event + 10.25, 0.25), rel=0.05)
+    assert control.fill_rate > capacity
+
+
+def test_an_outage_probes_slowly_and_resumes_near_the_previous_capacity() -> None:
+    """Nothing served: the rate drops to 1% of the capacity measured before; a success restores 95% of it."""
+    control = _measured(AdaptiveLimiterConfig(probe_lift=0.0))
+    capacity = control.last_max_rate
+    control.update(2.3 + LATENCY, True, 2.3)  # fresh, and nothing at all was served since 2.02
+    during = (control.in_outage, control.fill_rate)
+    control.update(4.0 + LATENCY, True, 4.0)
+    still = (control.in_outage, control.fill_rate)
+    control.update(6.0 + LATENCY, False, 6.0)
+    after = (control.in_outage, control.fill_rate)
+    assert during == still
+    assert during[0]
+    assert during[1] == pytest.approx(0.01 * capacity)
+    assert not after[0]
+    assert after[1] == pytest.approx(0.95 * capacity)
+
+
+def test_an_outage_below_the_floor_probes_at_min_fill_rate() -> None:
+    """1% of a small capacity would be below min_fill_rate: the outage probe never goes under it."""
+    control = _measured(AdaptiveLimiterConfig(probe_lift=0.0, min_fill_rate=2.0))
+    control.update(2.3 + LATENCY, True, 2.3)
+    assert control.in_outage
+    assert control.fill_rate == 2.0
+
+
+def test_without_send_times_answers_soon_after_a_decrease_are_echoes() -> None:
+    """With sent_at unknown, a request is taken as sent measurement_window / 10 before its answer."""
+    control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+    for k in range(100):
+        control.update(k / 100 + LATENCY, False)
+    control.update(1.02, True)
+    rate = control.fill_rate
+    control.update(1.05, True)  # "sent" at 0.95: an echo
+    control.update(1.11, True)  # "sent" at 1.01: an echo
+    assert control.fill_rate == rate
+    control.update(1.15, True)  # "sent" at 1.05: fresh, tolerated once
+    control.update(1.16, True)  # fresh again: cut
+    assert control.fill_rate == pytest.approx(0.25 * rate)
+
+
+def test_the_bucket_holds_burst_seconds_of_the_fill_rate() -> None:
+    """Once enabled, the limiter's bucket holds burst (0.1 s) of the fill rate, at least min_capacity."""
+    clock = VirtualClock(0.0)
+    limiter = AdaptiveRateLimiter(clock=clock)
+    for _ in range(100):
+        clock.advance(0.01)
+        limiter.update(False, sent_at=clock.now() - LATENCY)
+    limiter.update(True, sent_at=clock.now() - LATENCY)
+    assert limiter.fill_rate > 50
+    assert limiter.max_capacity == pytest.approx(0.1 * limiter.fill_rate)
+    assert limiter.statistics().available <= limiter.max_capacity
+
+
+def test_sliding_counter_counts_rates_over_recent_spans() -> None:
+    """The counter gives events per second over the recent span, forgets the past, ignores older times."""
+    counter = SlidingCounter(0.05, 1.0, 0.0)
+    for k in range(100):
+        counter.add(k / 100)
+    assert counter.rate(1.0, 0.5) == pytest.approx(100.0, rel=0.05)
+    assert counter.rate(10.0, 1.0) == 0.0
+    counter.add(3.0)  # a time older than everything kept is not counted
+    assert counter.rate(10.0, 1.0) == 0.0
+    assert repr(counter) == "SlidingCounter(width=0.05, total=0)"
+
+
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=2.0),
+            st.booleans(),
+            st.one_of(st.none(), st.floats(min_value=0.0, max_value=0.5)),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    min_fill=st.floats(min_value=0.01, max_value=10),
+    min_capacity=st.floats(min_value=1, max_value=10),
+)
+def test_rates_stay_finite_and_within_bounds(
+    steps: list[tuple[float, bool, float | None]], min_fill: float, min_capacity: float
+) -> None:
+    """Whatever the answers, the fill rate stays finite and >= min_fill_rate, and the bucket holds
+    burst seconds of it (>= min_capacity)."""
+    config = AdaptiveLimiterConfig(min_fill_rate=min_fill, min_capacity=min_capacity)
+    clock = VirtualClock(0.0)
+    limiter = AdaptiveRateLimiter(config, clock=clock)
+    for gap, throttled, lag in steps:
+        clock.advance(gap)
+        limiter.update(throttled, sent_at=None if lag is None else clock.now() - lag)
+        stats = limiter.statistics()
+        assert math.isfinite(stats.fill_rate)
+        assert stats.fill_rate >= min_fill
+        assert stats.max_capacity == pytest.approx(max(0.1 * stats.fill_rate, min_capacity))
+        assert 0.0 <= stats.available <= stats.max_capacity
+        assert stats.measured_rate >= 0.0
+        assert math.isfinite(stats.last_max_rate)
+        assert stats.last_max_rate >= 0.0
+
+
+# --- the engine passes send times
+
+
+class _RecordingLimiter(AdaptiveRateLimiter):
+    """Remembers what the engine feeds it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[bool, float | None, float]] = []
+
+    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
+        self.seen.append((throttled, sent_at, DEFAULT_CLOCK.now()))
+        super().update(throttled, reason=reason, sent_at=sent_at)
+
+
+class _Throttled(Exception):
+    is_throttling = True
+
+
+@pytest.mark.anyio
+async def test_the_engine_reports_when_each_attempt_was_sent() -> None:
+    """In adaptive mode the retrier feeds the limiter each attempt's start time as sent_at."""
+    limiter = _RecordingLimiter()
+    retrier = Retrier(RetryPolicy(mode="adaptive", backoff=NoBackoff(), throttling_backoff=NoBackoff()),
+                      limiter=limiter)
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        await anyio.sleep(0.25)
+        if calls == 1:
+            raise _Throttled
+        return "ok"
+
+    start = DEFAULT_CLOCK.now()
+    assert await retrier.call(flaky) == "ok"
+    (first, sent_first, _), (second, sent_second, answered) = limiter.seen
+    assert (first, second) == (True, False)
+    assert sent_first == start
+    # The retry waited for the limiter (nothing served yet: 0.5/s) and was sent when it got its token.
+    assert sent_second is not None
+    assert sent_second - start > 1.0
+    assert answered - sent_second == pytest.approx(0.25)
+
+
+# --- the simulation: the default profile beats "aws"
+
+
+def test_default_profile_beats_aws_in_a_short_simulation() -> None:
+    """10 workers, a server of 100/s, 30 virtual seconds: ours serves about all of it from the first
+    second; AWS's falls to its floor at the first throttle and needs over 10 s to come back."""
+    scenario = Scenario(name="steady-30s", schedule=((0.0, 100.0),), duration=30.0)
+    ours = run_simulation(scenario, policy=RetryPolicy(mode="adaptive"), workers=10).metrics
+    aws = run_simulation(scenario, policy=RetryPolicy.aws_adaptive(), workers=10).metrics
+    assert ours.goodput >= 0.97
+    assert ours.goodput - aws.goodput >= 0.1
+    assert ours.throttled <= 0.01
+    assert ours.reconverge[0] <= 2.0 < 10.0 <= aws.reconverge[0]
+    assert ours.fairness >= 0.95
