@@ -14,6 +14,14 @@ from hypothesis import settings
 
 from asyncretry.testing import virtual_time_loop
 
+# The Redis fixtures live here (conftest level) so that the session-scoped server starts once per run,
+# not once per test module that uses it. The Redis test modules override anyio_backend themselves
+# (asyncio only: redis-py's client does not run on trio).
+from conftest_redis import closed_port as closed_port
+from conftest_redis import own_redis_server as own_redis_server
+from conftest_redis import prefix as prefix
+from conftest_redis import redis_server as redis_server
+
 # Property tests are part of a deterministic suite: the same examples on every run and machine,
 # no example database written into the tree, and no wall-clock deadline on a loaded CI machine.
 settings.register_profile("asyncretry", derandomize=True, database=None, deadline=None)

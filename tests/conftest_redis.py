@@ -5,7 +5,8 @@
 killed at the end. If neither binary can be found the tests fail with a message saying what to install:
 they are never skipped.
 
-Test modules import the fixtures they use from here (``from conftest_redis import redis_server``).
+``tests/conftest.py`` imports the fixtures (one Redis server per test run); Redis test modules import
+``anyio_backend`` (asyncio only) and helpers from here.
 """
 
 from __future__ import annotations

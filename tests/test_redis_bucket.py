@@ -20,8 +20,6 @@ from asyncretry import AsyncTokenBucket, RateLimitTimeout
 from asyncretry.redis import RedisBackend, RedisTokenBucket
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
-from conftest_redis import prefix as prefix
-from conftest_redis import redis_server as redis_server
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
 

@@ -30,9 +30,6 @@ from asyncretry.redis import (
 )
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
-from conftest_redis import closed_port as closed_port
-from conftest_redis import own_redis_server as own_redis_server
-from conftest_redis import prefix as prefix
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
 

@@ -10,8 +10,6 @@ import time
 import pytest
 
 from conftest_redis import RedisServer
-from conftest_redis import prefix as prefix
-from conftest_redis import redis_server as redis_server
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
 

@@ -23,8 +23,6 @@ from asyncretry import (
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
-from conftest_redis import prefix as prefix
-from conftest_redis import redis_server as redis_server
 from test_redis_bucket import CommandCounter
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]

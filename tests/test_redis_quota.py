@@ -25,8 +25,6 @@ from asyncretry import (
 from asyncretry.redis import RedisBackend, RedisRetryQuota
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
-from conftest_redis import prefix as prefix
-from conftest_redis import redis_server as redis_server
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
 

@@ -17,6 +17,7 @@ from asyncretry import (
     AttemptFinished,
     Attempts,
     AttemptTimeout,
+    BackendUnavailable,
     BreakerState,
     CircuitBreaker,
     CircuitBreakerConfig,
@@ -1400,3 +1401,63 @@ async def test_a_first_attempt_refused_by_the_initial_try_cost_has_a_history_and
     assert history.gave_up == "quota"
     assert history.attempts == ()
     assert [info.outcome.kind for info in seen] == [OutcomeKind.NOT_RETRYABLE]
+
+
+class _DownQuota(RetryQuota):
+    """A remote quota whose server cannot be reached and which fails closed."""
+
+    remote = True
+
+    async def try_acquire_async(self, n: float) -> bool:
+        raise BackendUnavailable("redis is down")
+
+    async def release_async(self, n: float) -> None:
+        raise BackendUnavailable("redis is down")
+
+
+class _DownBreaker(CircuitBreaker):
+    """A remote breaker whose server cannot be reached and which fails closed."""
+
+    remote = True
+
+    async def acquire_async(self) -> bool:
+        raise BackendUnavailable("redis is down")
+
+
+async def test_remote_state_failing_closed_after_an_attempt_is_a_give_up_with_history_and_hook() -> None:
+    """BackendUnavailable from a remote quota ends the call like any refusal: chained to the real
+    error, with history (gave_up='backend'), a GaveUp event and the on_give_up hook."""
+    seen: list[GiveUpInfo] = []
+    events: list[Event] = []
+    retrier = Retrier(RetryPolicy(on_give_up=seen.append), clock=VirtualClock(), quota=_DownQuota())
+    retrier.subscribe(events.append)
+
+    async def down() -> None:
+        raise ConnectionResetError("down")
+
+    with pytest.raises(BackendUnavailable) as caught:
+        await retrier.call(down)
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "backend"
+    assert [info.history.gave_up for info in seen] == ["backend"]
+    assert [e.why for e in events if isinstance(e, GaveUp)] == ["backend"]
+    assert retrier.statistics().failures == 1
+
+
+async def test_remote_breaker_failing_closed_before_an_attempt_is_a_give_up() -> None:
+    """BackendUnavailable from a remote breaker before the first attempt: no attempt, history, hook."""
+    seen: list[GiveUpInfo] = []
+    retrier = Retrier(RetryPolicy(on_give_up=seen.append), clock=VirtualClock(), breaker=_DownBreaker())
+
+    async def never() -> None:
+        raise AssertionError("no attempt may be made")
+
+    with pytest.raises(BackendUnavailable) as caught:
+        await retrier.call(never)
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "backend"
+    assert history.attempts == ()
+    assert len(seen) == 1

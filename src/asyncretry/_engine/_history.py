@@ -45,7 +45,8 @@ class RetryHistory:
         attempts: one record per attempt, in order.
         elapsed: seconds from the start of the call to its end.
         gave_up: why the call gave up (``"max_attempts"``, ``"not_retryable"``, ``"quota"``,
-            ``"deadline"``, ``"breaker"``, ``"rate_limit"``, ``"server_delay"``), or ``None`` if it succeeded.
+            ``"deadline"``, ``"breaker"``, ``"rate_limit"``, ``"server_delay"``, ``"backend"`` for shared state
+            on a server that could not be reached), or ``None`` if it succeeded.
     """
 
     scope: str

@@ -41,6 +41,7 @@ from .._events import (
 )
 from .._exceptions import (
     AttemptTimeout,
+    BackendUnavailable,
     CircuitOpenError,
     RateLimitTimeout,
     RetriesExhausted,
@@ -487,7 +488,7 @@ class Attempt:
                 # Our own per-attempt deadline cancelled the work: a timeout, retried as one.
                 error = AttemptTimeout(call._last_timeout)
                 outcome = Outcome(OutcomeKind.TIMEOUT, "attempt timeout", error)
-                retry = await _run_async(call._finish(self, outcome, error))
+                retry = await call._decide_async(self, outcome, error)
                 await call._after_finish_async()
                 if not retry:
                     raise error
@@ -495,8 +496,7 @@ class Attempt:
         if exc is not None and not isinstance(exc, Exception):
             call._abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
             return False
-        decision = call._finish(self, self._outcome(exc), exc)
-        retry = await _run_async(decision) if call._scope.remote else _run_sync(decision)
+        retry = await call._decide_async(self, self._outcome(exc), exc)
         if call._hook is not None or call._raise is not None:
             await call._after_finish_async()
         return retry
@@ -745,6 +745,20 @@ class _Call:
             ))
         return True
 
+    async def _decide_async(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
+        """:meth:`_finish` for the async driver: awaits remote state, and turns a remote backend that
+        fails closed (:class:`BackendUnavailable`) into a give-up like any other refusal."""
+        decision = self._finish(attempt, outcome, error)
+        if not self._scope.remote:
+            return _run_sync(decision)
+        try:
+            return await _run_async(decision)
+        except BackendUnavailable as failure:
+            decision.close()
+            self._give_up_before_attempt(failure, "backend")
+            await self._after_finish_async()
+            raise failure from error if error is not None else self._last_error
+
     def _decide_sync(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
         """:meth:`_finish` for the synchronous driver (local state only)."""
         return _run_sync(self._finish(attempt, outcome, error))
@@ -963,6 +977,8 @@ class Attempts(_Call):
         if breaker is not None and breaker.remote:
             try:
                 probe = await breaker.acquire_async()
+            except BackendUnavailable as failure:
+                raise self._failed_wait(failure, "backend") from self._last_error
             except CircuitOpenError as error:
                 self._give_up_before_attempt(error, "breaker")
                 if self._last_error is not None:
@@ -982,6 +998,8 @@ class Attempts(_Call):
             await quota.acquire(cost, timeout=remaining)
         except RetryCapacityExceeded as error:
             raise self._failed_wait(error, "quota") from self._last_error
+        except BackendUnavailable as failure:
+            raise self._failed_wait(failure, "backend") from self._last_error
         self._last_cost = cost
 
     async def _wait_rate(self) -> None:
@@ -998,6 +1016,8 @@ class Attempts(_Call):
                 await scope.limiter.acquire(timeout=remaining)
         except RateLimitTimeout as error:
             raise self._failed_wait(error, "rate_limit") from self._last_error
+        except BackendUnavailable as failure:
+            raise self._failed_wait(failure, "backend") from self._last_error
         except BaseException:
             self._refund_retry()
             raise
@@ -1029,6 +1049,20 @@ class SyncAttempts(_Call):
     def _start_attempt(self, delay: float, probe: bool | None = None) -> Attempt:
         with self._lock:
             return super()._start_attempt(delay, probe)
+
+    async def _decide_async(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
+        """:meth:`_finish` for the async driver: awaits remote state, and turns a remote backend that
+        fails closed (:class:`BackendUnavailable`) into a give-up like any other refusal."""
+        decision = self._finish(attempt, outcome, error)
+        if not self._scope.remote:
+            return _run_sync(decision)
+        try:
+            return await _run_async(decision)
+        except BackendUnavailable as failure:
+            decision.close()
+            self._give_up_before_attempt(failure, "backend")
+            await self._after_finish_async()
+            raise failure from error if error is not None else self._last_error
 
     def _decide_sync(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
         with self._lock:
