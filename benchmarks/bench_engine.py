@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import itertools
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,16 +36,10 @@ import tenacity
 from httpx_retries import Retry, RetryTransport
 
 from asyncretry import Classifier, NoBackoff, Retrier, RetryPolicy, RetryQuotaConfig
+from benchmarks._common import Once, ServiceUnavailable, flaky, measure, ok
 
-Once = Callable[[], Awaitable[Any]]
 Case = tuple[str, str, Once]
 """(key, label, one call): the key names the case in TARGETS; the first case of a group is its reference."""
-
-
-class ServiceUnavailable(Exception):
-    """What the scripted operation raises for a 503."""
-
-    error_code = "ServiceUnavailable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,22 +60,6 @@ TARGETS: list[tuple[str, str, str, float]] = [
 
 
 # --------------------------------------------------------------------------------- operations
-async def ok() -> str:
-    return "ok"
-
-
-def flaky() -> Callable[[], Awaitable[str]]:
-    """An operation answering 503, 503, 200, 503, 503, 200, ... (calls never overlap in this benchmark)."""
-    statuses = itertools.cycle((503, 503, 200))
-
-    async def operation() -> str:
-        if next(statuses) == 503:
-            raise ServiceUnavailable("503")
-        return "ok"
-
-    return operation
-
-
 def mock_transport() -> httpx.MockTransport:
     statuses = itertools.cycle((503, 503, 200))
     return httpx.MockTransport(lambda request: httpx.Response(next(statuses)))
@@ -216,25 +191,6 @@ def httpx_cases() -> tuple[list[Case], list[httpx.AsyncClient], str | None]:
 
 
 # ---------------------------------------------------------------------------------- measuring
-async def measure(cases: list[Case], calls: int, rounds: int) -> dict[str, float]:
-    """Best of ``rounds`` rounds of ``calls`` sequential calls per case, in nanoseconds per call.
-
-    The rounds go round-robin over the cases, so a slow spell of the machine hits all of them alike.
-    """
-    for _, _, once in cases:  # warm up caches and lazily built state
-        for _ in range(max(10, calls // 10)):
-            await once()
-    best = {key: float("inf") for key, _, _ in cases}
-    for _ in range(rounds):
-        for key, _, once in cases:
-            gc.collect()
-            start = time.perf_counter_ns()
-            for _ in range(calls):
-                await once()
-            best[key] = min(best[key], (time.perf_counter_ns() - start) / calls)
-    return best
-
-
 async def run(calls: int, rounds: int) -> tuple[list[Row], list[str]]:
     notes: list[str] = []
     http_cases, clients, missing = httpx_cases()
@@ -248,7 +204,7 @@ async def run(calls: int, rounds: int) -> tuple[list[Row], list[str]]:
     rows: list[Row] = []
     try:
         for group, cases, n in groups:
-            best = await measure(cases, n, rounds)
+            best = await measure([(key, once) for key, _, once in cases], n, rounds)
             rows += [Row(group, key, label, best[key]) for key, label, _ in cases]
     finally:
         for made in clients:

@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -37,28 +35,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from asyncretry import Classifier, NoBackoff, Retrier, RetryPolicy, RetryQuotaConfig, otel
 from asyncretry.httpx import AsyncRetryTransport
-
-Once = Callable[[], Awaitable[Any]]
-
-
-class ServiceUnavailable(Exception):
-    """What the scripted operation raises for a 503."""
-
-
-async def ok() -> str:
-    return "ok"
-
-
-def flaky() -> Once:
-    """An operation answering 503, 503, 200, 503, 503, 200, ... (calls never overlap here)."""
-    statuses = itertools.cycle((503, 503, 200))
-
-    async def operation() -> str:
-        if next(statuses) == 503:
-            raise ServiceUnavailable("503")
-        return "ok"
-
-    return operation
+from benchmarks._common import Once, ServiceUnavailable, flaky, ok
 
 
 def cases(tracer_provider: TracerProvider) -> list[tuple[str, Once, int]]:

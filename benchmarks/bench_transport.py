@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import itertools
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +38,7 @@ from httpx_retries import RetryTransport as HttpxRetriesTransport
 
 from asyncretry import CircuitBreakerConfig, NoBackoff, RetryPolicy, RetryQuotaConfig
 from asyncretry.httpx import AsyncRetryTransport
-
-Once = Callable[[], Awaitable[Any]]
+from benchmarks._common import Once, measure
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,22 +156,6 @@ def flaky_cases(clients: list[httpx.AsyncClient]) -> list[Case]:
 
 
 # ------------------------------------------------------------------------------------------ measuring
-async def measure(cases: list[Case], calls: int, rounds: int) -> dict[str, float]:
-    """Best of ``rounds`` rounds of ``calls`` sequential calls per case, in nanoseconds per call."""
-    for case in cases:
-        for _ in range(max(20, calls // 10)):
-            await case.once()
-    best = {case.key: float("inf") for case in cases}
-    for _ in range(rounds):
-        for case in cases:
-            gc.collect()
-            start = time.perf_counter_ns()
-            for _ in range(calls):
-                await case.once()
-            best[case.key] = min(best[case.key], (time.perf_counter_ns() - start) / calls)
-    return best
-
-
 async def run(calls: int, rounds: int) -> list[Row]:
     clients: list[httpx.AsyncClient] = []
     groups = [
@@ -186,7 +166,7 @@ async def run(calls: int, rounds: int) -> list[Row]:
     rows: list[Row] = []
     try:
         for group, cases, n in groups:
-            best = await measure(cases, n, rounds)
+            best = await measure([(c.key, c.once) for c in cases], n, rounds)
             rows += [Row(group, c.key, c.label, best[c.key]) for c in cases]
     finally:
         for client in clients:
