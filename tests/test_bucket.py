@@ -747,3 +747,27 @@ async def test_time_until_available_counts_the_queue() -> None:
         await start_acquirer(tg, bucket, 4, log, "a")
         assert bucket.time_until_available(1) == pytest.approx(2)
     assert bucket.time_until_available(1) == pytest.approx(0.5)
+
+
+def test_a_bucket_used_by_two_event_loops_in_turn_reads_the_running_loops_clock() -> None:
+    """The uncontended fast path caches the default clock's loop; a bucket reused on a later loop (with
+    another time origin) must read that loop's time, not the stopped one's."""
+    from asyncretry.testing import VirtualTimeEventLoop
+
+    bucket = AsyncTokenBucket(1.0, 1.0)
+    waited: list[float] = []
+
+    async def take_then_idle() -> None:
+        await bucket.acquire()
+        await anyio.sleep(100.0)
+
+    async def take_again() -> None:
+        started = anyio.current_time()
+        await bucket.acquire()
+        waited.append(anyio.current_time() - started)
+
+    anyio.run(take_then_idle, backend_options={"loop_factory": lambda: VirtualTimeEventLoop(start=0.0)})
+    anyio.run(take_again, backend_options={"loop_factory": lambda: VirtualTimeEventLoop(start=0.0)})
+    # The second loop's clock starts again at 0: its reading goes "back", so no refill is credited and the
+    # token takes one second of the second loop's time (not zero, as a stale reading of 100 would give).
+    assert waited == [pytest.approx(1.0)]

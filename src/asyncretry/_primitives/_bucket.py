@@ -27,14 +27,15 @@ from asyncio import _get_running_loop  # C-accelerated, returns None instead of 
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar
+from threading import get_ident
+from typing import Any, ClassVar
 
 import anyio
 import anyio.lowlevel
 
 from .._exceptions import RateLimitTimeout
 from .._validate import check_number, check_seconds
-from ._clock import DEFAULT_CLOCK, Clock
+from ._clock import DEFAULT_CLOCK, Clock, cached_loop
 
 __all__ = ["AsyncTokenBucket", "BucketStatistics"]
 
@@ -147,7 +148,9 @@ class AsyncTokenBucket:
         "_grants",
         "_in_flight",
         "_last",
+        "_loop",
         "_max_queued_n",
+        "_now",
         "_queue",
         "_queued_tokens",
         "_rate",
@@ -179,6 +182,8 @@ class AsyncTokenBucket:
             self._capacity if tokens is None else check_number("tokens", tokens, low=0.0, high=self._capacity)
         )
         self._clock: Clock = DEFAULT_CLOCK if clock is None else clock
+        self._now = self._clock.now  # bound once: the uncontended acquire reads it on every call
+        self._loop: Any = None  # the default clock's asyncio loop, read directly on the hot path
         # NaN: "no reading yet"; the first refill then only records the time (see _refill).
         self._last = (
             self._clock.now() if self._clock is not DEFAULT_CLOCK or _in_event_loop() else math.nan
@@ -279,7 +284,12 @@ class AsyncTokenBucket:
             # The uncontended path, kept to a refill and a subtraction on purpose. ``n > capacity``
             # needs no test here: the tokens never exceed the capacity, so it falls through to the
             # checks below (as does NaN).
-            now = self._clock.now()
+            loop = self._loop
+            if loop is not None and loop._thread_id == get_ident():
+                now = loop.time()  # the default clock's own reading, without its method call
+            else:
+                now = self._now()
+                self._loop = cached_loop(self._clock)
             elapsed = now - self._last
             self._last = now
             tokens = self._tokens
