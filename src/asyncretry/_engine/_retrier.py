@@ -1050,20 +1050,6 @@ class SyncAttempts(_Call):
         with self._lock:
             return super()._start_attempt(delay, probe)
 
-    async def _decide_async(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
-        """:meth:`_finish` for the async driver: awaits remote state, and turns a remote backend that
-        fails closed (:class:`BackendUnavailable`) into a give-up like any other refusal."""
-        decision = self._finish(attempt, outcome, error)
-        if not self._scope.remote:
-            return _run_sync(decision)
-        try:
-            return await _run_async(decision)
-        except BackendUnavailable as failure:
-            decision.close()
-            self._give_up_before_attempt(failure, "backend")
-            await self._after_finish_async()
-            raise failure from error if error is not None else self._last_error
-
     def _decide_sync(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
         with self._lock:
             return super()._decide_sync(attempt, outcome, error)
