@@ -550,7 +550,7 @@ def test_without_opentelemetry_the_import_says_which_extra_to_install(monkeypatc
 @pytest.mark.anyio
 async def test_prometheus_exposition_through_the_opentelemetry_exporter() -> None:
     """With the Prometheus reader, the metrics come out under Prometheus names, units and labels."""
-    prometheus_client = pytest.importorskip("prometheus_client")
+    import prometheus_client  # the dev extra installs it with opentelemetry-exporter-prometheus
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
     reader = PrometheusMetricReader()  # on prometheus_client's global registry, as in production
