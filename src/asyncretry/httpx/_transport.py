@@ -19,7 +19,7 @@ import httpx
 from .._engine._classify import Outcome
 from .._engine._history import RetryHistory
 from .._engine._policy import RetryPolicy
-from .._engine._retrier import Attempt, Retrier, SyncAttempts, _Call
+from .._engine._retrier import Attempt, Retrier, RetrierStatistics, SyncAttempts, _Call
 from .._primitives._clock import Clock, RandomSource
 from .._primitives._kinds import OutcomeKind
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response
@@ -134,6 +134,10 @@ class _Base:
     @property
     def policy(self) -> RetryPolicy:
         return self.retrier.policy
+
+    def statistics(self) -> RetrierStatistics:
+        """The retrier's statistics: counters and a snapshot of every scope."""
+        return self.retrier.statistics()
 
     def _plan(self, request: httpx.Request) -> _Plan:
         overrides = request.extensions.get(EXTENSION)
@@ -326,10 +330,6 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         await self._transport.aclose()
 
-    def statistics(self) -> Any:
-        """The retrier's statistics: counters and a snapshot of every scope."""
-        return self.retrier.statistics()
-
     def __repr__(self) -> str:
         return f"<AsyncRetryTransport {self.retrier!r} over {type(self._transport).__name__}>"
 
@@ -466,10 +466,6 @@ class RetryTransport(_Base, httpx.BaseTransport):
 
     def close(self) -> None:
         self._transport.close()
-
-    def statistics(self) -> Any:
-        """The retrier's statistics: counters and a snapshot of every scope."""
-        return self.retrier.statistics()
 
     def __repr__(self) -> str:
         return f"<RetryTransport {self.retrier!r} over {type(self._transport).__name__}>"

@@ -428,3 +428,20 @@ def num(value: Any) -> float:
 def text(value: Any) -> str:
     """A string from a script's reply."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class _Linked:
+    """What every Redis-backed primitive exposes of its link: the backend and the key of its state."""
+
+    __slots__ = ()
+    _link: _Link
+
+    @property
+    def backend(self) -> RedisBackend:
+        """The backend this object's state lives on."""
+        return self._link.backend
+
+    @property
+    def key(self) -> str:
+        """The Redis key this object's state lives under."""
+        return self._link.key

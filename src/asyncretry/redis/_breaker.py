@@ -25,7 +25,7 @@ from .._exceptions import CircuitOpenError
 from .._primitives._breaker import BreakerState, BreakerStatistics, CircuitBreaker, CircuitBreakerConfig
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, fmt, num, text
+from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, text
 from ._scripts import BREAKER
 
 __all__ = ["RedisBreakerStatistics", "RedisCircuitBreaker"]
@@ -74,7 +74,7 @@ class _View:
     seen_at: float = math.nan  # local clock
 
 
-class RedisCircuitBreaker(CircuitBreaker):
+class RedisCircuitBreaker(_Linked, CircuitBreaker):
     """A circuit breaker shared through Redis by every process that uses the same ``name``.
 
     The engine drives it through the remote-state protocol: ``await acquire_async()`` before an attempt
@@ -131,16 +131,6 @@ class RedisCircuitBreaker(CircuitBreaker):
         )
         self._released = 0  # cancelled probes, reported with the next round trip
         self._view = _View(break_duration=self._base_break)
-
-    @property
-    def backend(self) -> RedisBackend:
-        """The backend the breaker's state lives on."""
-        return self._link.backend
-
-    @property
-    def key(self) -> str:
-        """The Redis key of the breaker."""
-        return self._link.key
 
     @property
     def state(self) -> BreakerState:

@@ -22,7 +22,7 @@ from .._exceptions import RateLimitTimeout
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_number, check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, fmt, num
+from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
 from ._scripts import BUCKET
 
 __all__ = ["RedisBucketStatistics", "RedisTokenBucket"]
@@ -47,7 +47,7 @@ class RedisBucketStatistics(BucketStatistics):
     fallbacks: int
 
 
-class RedisTokenBucket(AsyncTokenBucket):
+class RedisTokenBucket(_Linked, AsyncTokenBucket):
     """A token bucket shared through Redis: ``rate`` tokens per second for a whole fleet, up to ``capacity``.
 
     The interface of :class:`~asyncretry.AsyncTokenBucket`, with the operations that need the server
@@ -108,16 +108,6 @@ class RedisTokenBucket(AsyncTokenBucket):
         self._reserved = 0  # calls of this process sleeping on a reservation
         self._remote_tokens = self._capacity
         self._remote_at = math.nan
-
-    @property
-    def backend(self) -> RedisBackend:
-        """The backend the bucket's state lives on."""
-        return self._link.backend
-
-    @property
-    def key(self) -> str:
-        """The Redis key of the bucket."""
-        return self._link.key
 
     @property
     def rate(self) -> float:

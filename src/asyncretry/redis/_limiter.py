@@ -35,7 +35,7 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._cubic import AdaptiveLimiterConfig, RateController
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._validate import check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, fmt, num
+from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
 from ._scripts import LIMITER
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
@@ -92,7 +92,7 @@ class _View:
     seen_at: float = math.nan  # local clock
 
 
-class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
+class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
     """An adaptive (CUBIC) rate limiter whose fill rate and tokens are shared by every process of a fleet.
 
     Use it like :class:`~asyncretry.AdaptiveRateLimiter`: ``await limiter.acquire()`` before every
@@ -173,16 +173,6 @@ class RedisAdaptiveRateLimiter(AdaptiveRateLimiter):
         self._reserved = 0
         self._next_sync = -math.inf
         self._view = _View(fill_rate=c.min_fill_rate, max_capacity=c.min_capacity)
-
-    @property
-    def backend(self) -> RedisBackend:
-        """The backend the limiter's state lives on."""
-        return self._link.backend
-
-    @property
-    def key(self) -> str:
-        """The Redis key of the limiter."""
-        return self._link.key
 
     @property
     def enabled(self) -> bool:

@@ -23,7 +23,7 @@ from .._exceptions import RetryCapacityExceeded
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._quota import QuotaStatistics, RetryQuota, RetryQuotaConfig
 from .._validate import check_number, check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, fmt, num
+from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
 from ._scripts import QUOTA
 
 __all__ = ["RedisQuotaStatistics", "RedisRetryQuota"]
@@ -52,7 +52,7 @@ class RedisQuotaStatistics(QuotaStatistics):
     fallbacks: int
 
 
-class RedisRetryQuota(RetryQuota):
+class RedisRetryQuota(_Linked, RetryQuota):
     """A retry quota shared through Redis: an outage gets a bounded number of retries across the fleet.
 
     With 500 tokens and retries at 5, a total outage lets 100 retries through *in the whole fleet*,
@@ -102,16 +102,6 @@ class RedisRetryQuota(RetryQuota):
         self._remote_tokens = float(self._config.max_capacity)
         self._remote_at = math.nan
         self._remote_waiting = 0
-
-    @property
-    def backend(self) -> RedisBackend:
-        """The backend the quota's state lives on."""
-        return self._link.backend
-
-    @property
-    def key(self) -> str:
-        """The Redis key of the quota."""
-        return self._link.key
 
     @property
     def available(self) -> float:
