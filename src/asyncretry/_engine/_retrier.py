@@ -454,7 +454,7 @@ class Attempt:
             raise ValueError("outcome.error must be the exception the attempt raises")
         self._marked = outcome
 
-    def _outcome(self, exc: BaseException | None) -> Outcome:
+    def _outcome(self, exc: Exception | None) -> Outcome:
         marked = self._marked
         if exc is None:
             if marked is not None and marked.error is None:
@@ -465,7 +465,7 @@ class Attempt:
             return classifier.classify_result(self.result)
         if marked is not None and marked.error is exc:
             return marked
-        return self._call._policy.classifier.classify_error(exc)  # type: ignore[arg-type]
+        return self._call._policy.classifier.classify_error(exc)
 
     async def __aenter__(self) -> Attempt:
         call = self._call
@@ -551,8 +551,8 @@ class _Call:
         self._policy = policy
         self._clock = clock = retrier._clock
         self._started = now = clock.now() if now is None else now
-        deadline = policy.deadline
-        self._deadline_at = now + deadline if deadline is not None else math.inf  # type: ignore[operator]
+        deadline = _seconds(policy.deadline)
+        self._deadline_at = now + deadline if deadline is not None else math.inf
         self._max_attempts = policy.max_attempts
         test = current_test_mode()
         if test is not None:
