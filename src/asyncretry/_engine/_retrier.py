@@ -152,7 +152,9 @@ class RetrierStatistics:
 class _Scope:
     """The shared state of one scope (one resource): quota, limiter, breaker, fixed rate limit."""
 
-    __slots__ = ("breaker", "bucket", "key", "last_used", "limiter", "plain", "quota", "remote")
+    __slots__ = (
+        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "local", "plain", "quota", "remote",
+    )
 
     def __init__(
         self,
@@ -170,8 +172,11 @@ class _Scope:
         self.bucket = bucket
         self.last_used = now
         self.remote = any(getattr(part, "remote", False) for part in (quota, limiter, breaker, bucket))
+        self.local = not self.remote  # decisions need no await: the drivers take the synchronous path
         # Nothing to wait for before a first attempt: the async driver starts it without awaiting.
         self.plain = bucket is None and limiter is None and not (breaker is not None and breaker.remote)
+        # What the first attempt costs from the quota (SPEC's initial_try_cost, 0 by default).
+        self.first_cost = quota.config.initial_try_cost if quota is not None else 0
 
     def busy(self) -> bool:
         """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""
@@ -327,7 +332,14 @@ class Retrier:
                 the scope's shared state still comes from the retrier's policy.
         """
         now = self._clock.now()
-        return Attempts(self, self._scope(scope, now), policy if policy is not None else self.policy, now)
+        found = self._scopes.get(scope)
+        if found is None:
+            found = self._scope(scope, now)
+        else:
+            found.last_used = now
+        call = Attempts()
+        call._open(self, found, policy if policy is not None else self.policy, now)
+        return call
 
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``await fn(*args, **kwargs)`` with retries in the default scope and return its result.
@@ -350,8 +362,7 @@ class Retrier:
     async def _call(
         self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> T:
-        now = self._clock.now()
-        attempts = Attempts(self, self._scope(scope, now), self.policy, now)
+        attempts = self.attempts(scope=scope)
         result: T = _NOT_SET
         async for attempt in attempts:
             async with attempt:
@@ -403,16 +414,15 @@ class Attempt:
         result: set it to the attempt's result so that the policy's ``retry_if_result`` can judge it.
     """
 
-    __slots__ = ("_call", "_marked", "_scope", "_started", "delay_before", "number", "result")
-
-    def __init__(self, call: _Call, number: int, delay_before: float) -> None:
-        self._call = call
-        self.number = number
-        self.delay_before = delay_before
-        self.result: Any = _NOT_SET
-        self._marked: Outcome | None = None
-        self._scope: anyio.CancelScope | None = None
-        self._started = -1.0  # read from the clock on entry (set earlier when already known)
+    # The engine makes one per attempt; the fields that start at a constant are class attributes
+    # (written on the instance only when they change), which keeps making one cheap.
+    _call: _Call
+    number: int = 1
+    delay_before: float = 0.0
+    result: Any = _NOT_SET
+    _marked: Outcome | None = None
+    _scope: anyio.CancelScope | None = None
+    _started: float = -1.0  # read from the clock on entry (set earlier when already known)
 
     def retry_result(
         self,
@@ -471,7 +481,7 @@ class Attempt:
         call = self._call
         if self._started < 0.0:
             self._started = call._clock.now()
-        if call._deadline_at == math.inf and call._policy.attempt_timeout is None:
+        if not call._timed:
             return self
         timeout = call._attempt_timeout(self._started)
         if timeout is not None:
@@ -481,6 +491,15 @@ class Attempt:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         call = self._call
+        if (
+            exc is None
+            and self._marked is None
+            and self._scope is None
+            and call._scope.local
+            and (self.result is _NOT_SET or call._policy.classifier.retry_if_result is None)
+        ):
+            call._succeed(self)  # the hot path: a plain success on local state
+            return False
         scope = self._scope
         if scope is not None:
             self._scope = None
@@ -510,6 +529,11 @@ class Attempt:
         call = self._call
         if exc is not None and not isinstance(exc, Exception):
             call._abandon()
+            return False
+        if exc is None and self._marked is None and (
+            self.result is _NOT_SET or call._policy.classifier.retry_if_result is None
+        ):
+            call._succeed(self)  # sync drivers only ever hold local state
             return False
         retry = call._decide_sync(self, self._outcome(exc), exc)
         call._after_finish_sync()
@@ -544,27 +568,44 @@ class _Call:
     _raise: tuple[BaseException, BaseException | None] | None = None
     _refused: Exception | None = None
     _delays: tuple[float, ...] | list[float] = ()  # index i: the delay after attempt i + 1
+    # The attempts that failed: (number, started, duration, kind, reason, repr of the error).
+    _records: tuple[()] | list[tuple[int, float, float, OutcomeKind, str, str | None]] = ()
+    _final: Attempt | None = None  # the attempt that succeeded; its record is made when history() asks
+    _ended = 0.0  # when it ended
+    _deadline_at = math.inf
+    _timed = False  # a deadline or a per-attempt timeout: entering an attempt computes its time limit
 
-    def __init__(self, retrier: Retrier, scope: _Scope, policy: RetryPolicy, now: float | None = None) -> None:
+    _retrier: Retrier
+    _scope: _Scope
+    _policy: RetryPolicy
+    _clock: Clock
+    _started: float
+    _max_attempts: int
+
+    def _open(self, retrier: Retrier, scope: _Scope, policy: RetryPolicy, now: float) -> None:
+        """Start the call at ``now`` (the drivers' constructors; kept short, it runs for every call)."""
         self._retrier = retrier
         self._scope = scope
         self._policy = policy
-        self._clock = clock = retrier._clock
-        self._started = now = clock.now() if now is None else now
-        deadline = _seconds(policy.deadline)
-        self._deadline_at = now + deadline if deadline is not None else math.inf
+        self._clock = retrier._clock
+        self._started = now
         self._max_attempts = policy.max_attempts
+        if policy.deadline is not None or policy.attempt_timeout is not None:
+            self._timed = True
+            deadline = _seconds(policy.deadline)
+            if deadline is not None:
+                self._deadline_at = now + deadline
         test = current_test_mode()
         if test is not None:
             self._no_wait = test.no_wait
             if test.max_attempts is not None:
                 self._max_attempts = min(self._max_attempts, test.max_attempts)
-        self._records: list[tuple[int, float, float, OutcomeKind, str, str | None]] = []
         retrier._calls += 1
-        quota = scope.quota
-        if quota is not None:
-            first = quota.config.initial_try_cost
-            if first and not quota.try_acquire(first):
+        first = scope.first_cost
+        if first:
+            quota = scope.quota
+            assert quota is not None
+            if not quota.try_acquire(first):
                 refused = RetryCapacityExceeded(available=quota.available, cost=first, name=quota.name)
                 self._give_up_before_attempt(refused, "quota")
                 self._refused = refused  # raised by the driver's first step, after the on_give_up hook
@@ -598,9 +639,14 @@ class _Call:
                 if self._last_error is not None:
                     raise error from self._last_error
                 raise
-        self.number += 1
+        self.number = number = self.number + 1
         self._retrier._attempts += 1
-        attempt = Attempt(self, self.number, delay)
+        attempt = Attempt()
+        attempt._call = self
+        if number != 1:
+            attempt.number = number
+        if delay:
+            attempt.delay_before = delay
         self._current = attempt
         return attempt
 
@@ -675,9 +721,6 @@ class _Call:
                 breaker.record_success(probe)
         number = attempt.number
         started = attempt._started
-        self._records.append(
-            (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
-        )
         events = retrier.events
         if events.wants(AttemptFinished):
             events.emit(AttemptFinished(
@@ -687,16 +730,23 @@ class _Call:
         quota = scope.quota
 
         if kind is OutcomeKind.SUCCESS:
+            self._final = attempt
+            self._ended = now
             if quota is not None:
                 cost = self._last_cost
                 refund = cost if cost is not None else quota.config.initial_try_success_increment
                 if quota.remote:
                     yield quota.release_async(refund)
                 else:
-                    quota.release(refund)
+                    quota._refund(refund)
             self._done = True
             retrier._successes += 1
             return False
+        row = (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
+        if self._records:
+            self._records.append(row)  # type: ignore[union-attr]
+        else:
+            self._records = [row]
         if not kind.retryable:
             return self._give_up(outcome, error, "not_retryable", now)
         if number >= self._max_attempts:
@@ -744,6 +794,39 @@ class _Call:
                 reason=outcome.reason, server_directed=server_directed,
             ))
         return True
+
+    def _succeed(self, attempt: Attempt) -> None:
+        """:meth:`_finish` for a plain success on local state (the hot path, so written out on its own).
+
+        The same steps as the success branch there: the limiter and breaker hear of it, the quota gets
+        the last retry's cost back (or the success increment, SPEC 1.1), the counters move.
+        """
+        scope = self._scope
+        now = self._clock.now()
+        self._current = None
+        self.outcome = _SUCCESS
+        self._final = attempt
+        self._ended = now
+        limiter = scope.limiter
+        if limiter is not None:
+            limiter.update(False, reason="ok", sent_at=attempt._started)
+        breaker = scope.breaker
+        if breaker is not None:
+            breaker.record_success(bool(self._probe))
+            self._probe = None
+        retrier = self._retrier
+        events = retrier.events
+        if events.wants(AttemptFinished):
+            events.emit(AttemptFinished(
+                time=now, source=scope.key, attempt=attempt.number, outcome="success", reason="ok",
+                duration=now - attempt._started,
+            ))
+        quota = scope.quota
+        if quota is not None:
+            cost = self._last_cost
+            quota._refund(cost if cost is not None else quota.config.initial_try_success_increment)
+        self._done = True
+        retrier._successes += 1
 
     async def _decide_async(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
         """:meth:`_finish` for the async driver: awaits remote state, and turns a remote backend that
@@ -905,12 +988,17 @@ class _Call:
     def history(self) -> RetryHistory:
         """The record of this call so far."""
         delays = self._delays
+        rows = list(self._records)
+        final = self._final
+        if final is not None:
+            reason = self.outcome.reason if self.outcome is not None else "ok"
+            rows.append((final.number, final._started, self._ended - final._started, OutcomeKind.SUCCESS, reason, None))
         records = tuple(
             AttemptRecord(
                 number=n, started=s, duration=d, kind=k, reason=r,
                 delay_after=delays[i] if i < len(delays) else None, error=e,
             )
-            for i, (n, s, d, k, r, e) in enumerate(self._records)
+            for i, (n, s, d, k, r, e) in enumerate(rows)
         )
         ended = records[-1].started + records[-1].duration if records else self._clock.now()
         return RetryHistory(
@@ -1039,7 +1127,7 @@ class SyncAttempts(_Call):
                     f"{type(part).__name__} keeps its state on a remote server, which needs the async driver; "
                     "use asyncretry.Attempts / AsyncRetryTransport"
                 )
-        super().__init__(retrier, scope, policy)
+        self._open(retrier, scope, policy, retrier._clock.now())
         # Threads share the scope's quota, limiter and breaker: every decision on them takes the lock.
         self._lock = lock if lock is not None else nullcontext()
 
@@ -1053,6 +1141,10 @@ class SyncAttempts(_Call):
     def _decide_sync(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
         with self._lock:
             return super()._decide_sync(attempt, outcome, error)
+
+    def _succeed(self, attempt: Attempt) -> None:
+        with self._lock:
+            super()._succeed(attempt)
 
     def __next__(self) -> Attempt:
         if self._refused is not None:

@@ -313,10 +313,10 @@ class CircuitBreaker:
                 ``retry_after`` says how many seconds until a probe may be admitted (``inf`` when
                 isolated; with the probe slots taken, the break a failing probe would start).
         """
+        if self._state is BreakerState.CLOSED:
+            return False  # only an open circuit changes with time alone: no need to read the clock
         now = self._clock.now()
         state = self._refresh(now)
-        if state is BreakerState.CLOSED:
-            return False
         if (
             state is BreakerState.HALF_OPEN
             and self._in_flight + self._probe_successes < self._config.half_open_max_probes

@@ -571,11 +571,13 @@ class AsyncTokenBucket:
             self._queue[0].wake()
 
     def _put_back(self, n: float) -> None:
-        now = self._clock.now()
         if not self._queue:  # the common case (a quota refund on success): nobody to serve
-            self._refill(now)
-            self._tokens = min(self._capacity, self._tokens + n)
+            if self._rate:  # at rate 0 nothing refills: the time is not needed (a rate change refills first)
+                self._refill(self._clock.now())
+            tokens = self._tokens + n
+            self._tokens = tokens if tokens < self._capacity else self._capacity
             return
+        now = self._clock.now()
         self._serve(now)
         self._tokens = min(self._capacity, self._tokens + n)
         self._serve(now)

@@ -314,6 +314,14 @@ class RetryQuota:
         if self._exhausted:
             self._restore_if_able()
 
+    def _refund(self, n: float) -> None:
+        """:meth:`release` for the engine, whose amounts come from a validated config (no check)."""
+        if n:
+            self._bucket._put_back(n)
+            self._released += n
+        if self._exhausted:
+            self._restore_if_able()
+
     def statistics(self) -> QuotaStatistics:
         """Return a snapshot of the quota's tokens and counters."""
         self._restore_if_able()
