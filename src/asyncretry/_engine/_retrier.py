@@ -30,6 +30,7 @@ import anyio
 import anyio.lowlevel
 
 from .._events import (
+    _LISTENING,
     AttemptFinished,
     EventBus,
     GaveUp,
@@ -47,7 +48,7 @@ from .._exceptions import (
     RetriesExhausted,
     RetryCapacityExceeded,
 )
-from .._primitives._breaker import BreakerStatistics, CircuitBreaker
+from .._primitives._breaker import BreakerState, BreakerStatistics, CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
 from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
 from .._primitives._kinds import OutcomeKind
@@ -65,6 +66,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
+_DEBUG = AttemptFinished.level
 
 
 @overload
@@ -154,6 +156,7 @@ class _Scope:
 
     __slots__ = (
         "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "local", "plain", "quota", "remote",
+        "success_increment",
     )
 
     def __init__(
@@ -177,6 +180,8 @@ class _Scope:
         self.plain = bucket is None and limiter is None and not (breaker is not None and breaker.remote)
         # What the first attempt costs from the quota (SPEC's initial_try_cost, 0 by default).
         self.first_cost = quota.config.initial_try_cost if quota is not None else 0
+        # What a success that needed no retry gives back to the quota (SPEC 1.1).
+        self.success_increment = quota.config.initial_try_success_increment if quota is not None else 0
 
     def busy(self) -> bool:
         """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""
@@ -803,7 +808,7 @@ class _Call:
         """
         scope = self._scope
         now = self._clock.now()
-        self._current = None
+        # (_current stays set: with _done, nothing reads it again)
         self.outcome = _SUCCESS
         self._final = attempt
         self._ended = now
@@ -816,7 +821,8 @@ class _Call:
             self._probe = None
         retrier = self._retrier
         events = retrier.events
-        if events.wants(AttemptFinished):
+        # events.wants(AttemptFinished) with its first step written out (no listener anywhere: ask the logger)
+        if (_LISTENING[0] or logger.isEnabledFor(_DEBUG)) and events.wants(AttemptFinished):
             events.emit(AttemptFinished(
                 time=now, source=scope.key, attempt=attempt.number, outcome="success", reason="ok",
                 duration=now - attempt._started,
@@ -824,7 +830,7 @@ class _Call:
         quota = scope.quota
         if quota is not None:
             cost = self._last_cost
-            quota._refund(cost if cost is not None else quota.config.initial_try_success_increment)
+            quota._refund(cost if cost is not None else scope.success_increment)
         self._done = True
         retrier._successes += 1
 
@@ -1024,22 +1030,37 @@ class Attempts(_Call):
     def __aiter__(self) -> Attempts:
         return self
 
+    def _start_now(self) -> Attempt | None:
+        """The first attempt, started at once when nothing has to be awaited or refused before it.
+
+        ``None`` otherwise (a rate limit or a remote breaker to wait for, a quota refusal to report,
+        a breaker that is not closed): then :meth:`__anext__` takes the general way. The httpx
+        transport calls this to run a first attempt without the ``async for`` machinery.
+        """
+        scope = self._scope
+        if self.number or not scope.plain or self._refused is not None:
+            return None
+        breaker = scope.breaker
+        if breaker is not None and breaker._state is not BreakerState.CLOSED:
+            return None  # acquire() may refuse or hand out a probe; while closed it only says False
+        self.number = 1
+        self._retrier._attempts += 1
+        attempt = Attempt()
+        attempt._call = self
+        attempt._started = self._started  # nothing was waited for: the attempt starts with the call
+        self._current = attempt
+        return attempt
+
     async def __anext__(self) -> Attempt:
+        attempt = self._start_now()
+        if attempt is not None:
+            return attempt
         if self._refused is not None:
             await self._after_finish_async()
             refused, self._refused = self._refused, None
             raise refused
         if not self._check_next():
             raise StopAsyncIteration
-        scope = self._scope
-        if not self.number and scope.plain:
-            try:
-                attempt = self._start_attempt(0.0)
-            except Exception:
-                await self._after_finish_async()  # refused (breaker open): run on_give_up, then raise
-                raise
-            attempt._started = self._started  # nothing was waited for: the attempt starts with the call
-            return attempt
         try:
             return await self._next_attempt()
         except Exception:

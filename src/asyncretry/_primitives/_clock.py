@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from asyncio import BaseEventLoop
 from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
 from collections.abc import Callable
 from threading import get_ident
@@ -38,6 +39,7 @@ class Clock(Protocol):
 
 
 _trio_current_time: Callable[[], float] | None = None
+_BASE_LOOP_TIME = BaseEventLoop.time
 
 
 def _trio_time() -> float:
@@ -63,10 +65,11 @@ class AnyioClock:
     Outside any event loop it falls back to :func:`time.monotonic`, which is what asyncio's loop uses.
     """
 
-    __slots__ = ("_loop",)
+    __slots__ = ("_loop", "_time")
 
     def __init__(self) -> None:
         self._loop: Any = None
+        self._time: Callable[[], float] = time.monotonic
 
     def now(self) -> float:
         # On Python 3.11 asyncio._get_running_loop() costs more than the clock read itself (it checks
@@ -74,12 +77,16 @@ class AnyioClock:
         # running thread, and only one loop can run in a thread at a time.
         loop = self._loop
         if loop is not None and loop._thread_id == get_ident():
-            return loop.time()  # type: ignore[no-any-return]
+            return self._time()
         loop = _get_running_loop()
         if loop is not None:
             if hasattr(loop, "_thread_id"):  # only loops that expose it are cached (asyncio's do)
                 self._loop = loop
-            return loop.time()
+                # asyncio's own loop.time() is time.monotonic(): call that directly (one frame less);
+                # a loop with its own time (a virtual one) is asked itself.
+                read = loop.time
+                self._time = time.monotonic if getattr(read, "__func__", None) is _BASE_LOOP_TIME else read
+            return loop.time()  # type: ignore[no-any-return]
         return _trio_time()
 
     async def sleep(self, seconds: float) -> None:

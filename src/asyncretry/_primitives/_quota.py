@@ -317,7 +317,12 @@ class RetryQuota:
     def _refund(self, n: float) -> None:
         """:meth:`release` for the engine, whose amounts come from a validated config (no check)."""
         if n:
-            self._bucket._put_back(n)
+            bucket = self._bucket
+            if bucket._rate or bucket._queue:
+                bucket._put_back(n)
+            else:  # the usual quota: no time-based refill, nobody queued: only the count changes
+                tokens = bucket._tokens + n
+                bucket._tokens = tokens if tokens < bucket._capacity else bucket._capacity
             self._released += n
         if self._exhausted:
             self._restore_if_able()

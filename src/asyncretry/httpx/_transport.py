@@ -36,13 +36,16 @@ _OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body
 ScopeKey = Callable[[httpx.Request], str]
 
 
-_ORIGINS: dict[tuple[bytes, bytes], str] = {}
+_ORIGINS: dict[tuple[str, str, int | None], str] = {}
 
 
 def scope_by_origin(request: httpx.Request) -> str:
     """The default scope of a request: its origin, ``scheme://host:port``."""
     url = request.url
-    key = (url.raw_scheme, url.netloc)
+    # httpx keeps the parsed, normalised parts (lower-case scheme and host, port or None) in one tuple;
+    # reading them there costs a tenth of the public properties. Any other httpx: the properties.
+    parts = getattr(url, "_uri_reference", None)
+    key = (parts.scheme, parts.host, parts.port) if parts is not None else (url.scheme, url.host, url.port)
     origin = _ORIGINS.get(key)
     if origin is None:
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -64,15 +67,28 @@ class RetryInfo:
         history: the full record of the attempts (built when first read).
     """
 
-    __slots__ = ("_call", "_history", "attempts", "gave_up", "scope", "total_delay")
+    __slots__ = ("_call", "_history")
 
     def __init__(self, call: _Call) -> None:
+        # Made for every response, so it only keeps the finished call and reads it when asked.
         self._call = call
         self._history: RetryHistory | None = None
-        self.attempts = call.number
-        self.total_delay = call.total_delay
-        self.scope = call._scope.key
-        self.gave_up = call.gave_up
+
+    @property
+    def attempts(self) -> int:
+        return self._call.number
+
+    @property
+    def total_delay(self) -> float:
+        return self._call.total_delay
+
+    @property
+    def scope(self) -> str:
+        return self._call._scope.key
+
+    @property
+    def gave_up(self) -> str | None:
+        return self._call.gave_up
 
     @property
     def history(self) -> RetryHistory:
@@ -87,13 +103,30 @@ class RetryInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+_REPLAYABLE = Replay(True)
+
+
 class _Plan:
+    """What the transport settled for one request before sending it.
+
+    Made for every request, so the fields start as class attributes and whether the request is
+    idempotent is only worked out when an outcome is retryable.
+    """
+
+    request: httpx.Request
     scope: str
-    policy: RetryPolicy | None
-    idempotent: bool
+    classifier: HttpClassifier
     replay: Replay
     read_body: bool
+    policy: RetryPolicy | None = None
+    idempotent_opt: bool | None = None
+    _idempotent: bool | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        if self._idempotent is None:
+            self._idempotent = self.classifier.is_idempotent(self.request, self.idempotent_opt)
+        return self._idempotent
 
 
 class _Base:
@@ -130,6 +163,11 @@ class _Base:
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None
+        # classifier.plain_success(status) for statuses below 400, settled once (the classifier is frozen)
+        judged = self.classifier.retry_if_response is not None
+        self._not_plain = frozenset(range(400)) if judged else (
+            self.classifier.transient_statuses | self.classifier.throttling_statuses
+        )
 
     @property
     def policy(self) -> RetryPolicy:
@@ -140,11 +178,15 @@ class _Base:
         return self.retrier.statistics()
 
     def _plan(self, request: httpx.Request) -> _Plan:
+        plan = _Plan()
+        plan.request = request
+        plan.classifier = self.classifier
+        plan.read_body = self.read_body
+        # A body of bytes (every request without a body too) is sent again as it is; anything else is
+        # looked at now, before the first send moves a file's position.
+        plan.replay = _REPLAYABLE if type(request.stream) is httpx.ByteStream else body_replay(request)
         overrides = request.extensions.get(EXTENSION)
-        policy: RetryPolicy | None = None
         scope: str | None = None
-        idempotent_opt: bool | None = None
-        read_body = self.read_body
         if overrides is not None:
             if not isinstance(overrides, Mapping):
                 raise TypeError(f"request.extensions[{EXTENSION!r}] must be a mapping, got {overrides!r}")
@@ -158,29 +200,23 @@ class _Base:
                 policy = overrides["policy"]
                 if not isinstance(policy, RetryPolicy):
                     raise TypeError(f"the 'policy' override must be a RetryPolicy, got {policy!r}")
+                plan.policy = policy
             if overrides.get("retry", True) is False:
                 if self._single is None:
                     self._single = self.policy.replace(max_attempts=1)
-                policy = self._single
+                plan.policy = self._single
             scope = overrides.get("scope")
-            idempotent_opt = overrides.get("idempotent")
-            read_body = bool(overrides.get("read_body", read_body))
-        if scope is None:
-            scope = self._scope_key(request)
-        return _Plan(
-            scope=scope,
-            policy=policy,
-            idempotent=self.classifier.is_idempotent(request, idempotent_opt),
-            replay=body_replay(request),
-            read_body=read_body,
-        )
+            plan.idempotent_opt = overrides.get("idempotent")
+            plan.read_body = bool(overrides.get("read_body", plan.read_body))
+        plan.scope = scope if scope is not None else self._scope_key(request)
+        return plan
 
     def _error_outcome(self, error: Exception, plan: _Plan) -> Outcome | None:
         return self.classifier.classify_error(error, idempotent=plan.idempotent, replayable=plan.replay.ok)
 
     def _response_outcome(self, response: httpx.Response, plan: _Plan, body: bytes | None) -> Outcome:
         status = response.status_code
-        if status < 400 and self.classifier.plain_success(status):
+        if status < 400 and status not in self._not_plain:
             return _SUCCESS  # the hot path: no reason string, no header parsing
         code = error_code_of_response(response.headers, body) if status >= 400 else None
         kind, reason = self.classifier.status_kind(response, code)
@@ -207,7 +243,8 @@ class _Base:
 
     @staticmethod
     def _report(response: httpx.Response, call: _Call) -> httpx.Response:
-        response.extensions = {**response.extensions, EXTENSION: RetryInfo(call)}
+        # Each response has its own extensions dict (httpx and httpcore make one per response).
+        response.extensions[EXTENSION] = RetryInfo(call)
         return response
 
     @staticmethod
@@ -276,32 +313,57 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         plan = self._plan(request)
         attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy)
         response: httpx.Response | None = None
+        # The first attempt runs in line when it can start at once and needs no time limit: exactly
+        # what `async with attempt:` does, without its machinery, so that a success costs little.
+        attempt = None if attempts._timed else attempts._start_now()
+        if attempt is not None:
+            try:
+                response = await self._send(attempt, request, plan)
+            except BaseException as error:
+                if not await attempt.__aexit__(type(error), error, error.__traceback__):
+                    raise
+            else:
+                if attempt._marked is None and attempts._scope.local:
+                    attempts._succeed(attempt)
+                    return self._report(response, attempts)
+                await attempt.__aexit__(None, None, None)
+                if attempts.retrying:
+                    await response.aclose()  # a discarded response must not keep its connection
         async for attempt in attempts:
             if attempt.number > 1 and plan.replay.rewind is not None:
                 plan.replay.rewind()
             async with attempt:
                 response = None
-                try:
-                    response = await self._transport.handle_async_request(request)
-                    body = None
-                    if self.classifier.wants_body(response):
-                        response, body = await self._peek_body(response)
-                    outcome = self._response_outcome(response, plan, body)
-                    if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
-                        await response.aread()
-                except Exception as error:
-                    if response is not None:
-                        await response.aclose()
-                    classified = self._error_outcome(error, plan)
-                    if classified is not None:
-                        attempt.classify_error(classified)
-                    raise
-                if outcome is not _SUCCESS:
-                    self._mark(attempt, outcome)
+                response = await self._send(attempt, request, plan)
             if attempts.retrying and response is not None:
                 await response.aclose()  # a discarded response must not keep its connection
         assert response is not None
         return self._report(response, attempts)
+
+    async def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan) -> httpx.Response:
+        """One attempt: send, judge the response (marking the attempt), classify any error, re-raise it."""
+        response = None
+        try:
+            response = await self._transport.handle_async_request(request)
+            status = response.status_code
+            if status < 400 and status not in self._not_plain and not plan.read_body:
+                return response  # a plain success: nothing to read, nothing to mark
+            body = None
+            if self.classifier.wants_body(response):
+                response, body = await self._peek_body(response)
+            outcome = self._response_outcome(response, plan, body)
+            if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
+                await response.aread()
+        except Exception as error:
+            if response is not None:
+                await response.aclose()
+            classified = self._error_outcome(error, plan)
+            if classified is not None:
+                attempt.classify_error(classified)
+            raise
+        if outcome is not _SUCCESS:
+            self._mark(attempt, outcome)
+        return response
 
     async def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
         """Read up to ``max_error_body`` bytes of an error body, and keep them for the caller."""
