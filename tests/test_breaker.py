@@ -138,6 +138,20 @@ def test_the_window_expires_bucket_by_bucket() -> None:
     assert (breaker.statistics().failures, breaker.statistics().successes) == (0, 0)
 
 
+def test_a_success_can_be_recorded_at_a_time_the_caller_just_read() -> None:
+    """record_success(probe, now=t) samples at t, as if the breaker had read its clock (the engine passes
+    the time it read already); the sample then ages like any other."""
+    breaker, clock, _ = make(sampling_duration=10, minimum_throughput=5)
+    clock.advance(3.0)
+    breaker.record_success(breaker.acquire(), now=clock.now())
+    breaker.record_success(breaker.acquire())
+    assert breaker.statistics().successes == 2
+    clock.advance(9.9)  # t = 12.9: both samples (bucket [3, 4)) still count
+    assert breaker.statistics().successes == 2
+    clock.advance(0.1)  # t = 13: their bucket leaves the window
+    assert breaker.statistics().successes == 0
+
+
 def test_a_clock_that_goes_back_clears_the_window() -> None:
     """A clock that jumps backwards (another event loop's time base) restarts the window empty."""
     clock = VirtualClock(start=1000.0)

@@ -35,6 +35,30 @@ def test_default_clock_outside_a_loop_uses_the_monotonic_clock() -> None:
     assert before <= AnyioClock().now() <= time.monotonic()
 
 
+def test_default_clock_asks_a_loop_with_its_own_time() -> None:
+    """On asyncio's own loop the clock reads time.monotonic() (what loop.time() returns); a loop that
+    keeps its own time, by subclass or by a replaced method, is asked itself."""
+    import asyncio
+
+    class Shifted(asyncio.SelectorEventLoop):
+        def time(self) -> float:
+            return 1e6 + super().time()
+
+    async def read() -> tuple[float, float]:
+        clock = AnyioClock()
+        first = clock.now()  # finds the loop
+        return first, clock.now()  # the cached way
+
+    with asyncio.Runner(loop_factory=Shifted) as runner:
+        assert all(value >= 1e6 for value in runner.run(read()))
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+        loop = runner.get_loop()
+        before = time.monotonic()
+        assert all(before <= value <= time.monotonic() for value in runner.run(read()))
+        loop.time = lambda: 42.0  # type: ignore[method-assign]
+        assert runner.run(read()) == (42.0, 42.0)
+
+
 def test_clocks_satisfy_the_protocol() -> None:
     """Both clocks shipped by the library are Clocks."""
     assert isinstance(DEFAULT_CLOCK, Clock)

@@ -7,7 +7,7 @@ import ssl
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -674,6 +674,26 @@ async def test_fetch_needs_a_retrying_client() -> None:
 def test_the_default_scope_is_the_origin(url: str, scope: str) -> None:
     """scope_by_origin maps a request to scheme://host:port with default ports filled in."""
     assert scope_by_origin(httpx.Request("GET", url)) == scope
+
+
+def test_default_ports_and_case_share_one_scope() -> None:
+    """An origin written with its default port, or in capitals, is the same scope as the plain one."""
+    plain = scope_by_origin(httpx.Request("GET", "https://a.test/x"))
+    assert scope_by_origin(httpx.Request("GET", "https://a.test:443/y")) == plain
+    assert scope_by_origin(httpx.Request("GET", "HTTPS://A.TEST/z")) == plain
+    assert scope_by_origin(httpx.Request("GET", "https://a.test:444/")) != plain
+
+
+def test_the_default_scope_reads_the_public_url_parts_when_httpx_keeps_no_parsed_tuple() -> None:
+    """scope_by_origin reads httpx's parsed URL tuple when it is there, and the public properties otherwise."""
+
+    class PlainUrl:  # an httpx.URL without the private tuple (another httpx version, say)
+        scheme, host, port = "http", "b.test", 8081
+
+    class PlainRequest:
+        url = PlainUrl()
+
+    assert scope_by_origin(cast(httpx.Request, PlainRequest())) == "http://b.test:8081"
 
 
 def two_host_client(a: Script, b: Script, **options: Any) -> httpx.AsyncClient:

@@ -48,7 +48,7 @@ from .._exceptions import (
     RetriesExhausted,
     RetryCapacityExceeded,
 )
-from .._primitives._breaker import BreakerState, BreakerStatistics, CircuitBreaker
+from .._primitives._breaker import _CLOSED, BreakerStatistics, CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
 from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
 from .._primitives._kinds import OutcomeKind
@@ -66,6 +66,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
+_SUCCESS_KIND, _THROTTLING = OutcomeKind.SUCCESS, OutcomeKind.THROTTLING  # module names: no enum lookup
 _DEBUG = AttemptFinished.level
 
 
@@ -734,7 +735,7 @@ class _Call:
             ))
         quota = scope.quota
 
-        if kind is OutcomeKind.SUCCESS:
+        if kind is _SUCCESS_KIND:
             self._final = attempt
             self._ended = now
             if quota is not None:
@@ -749,7 +750,7 @@ class _Call:
             return False
         row = (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
         if self._records:
-            self._records.append(row)  # type: ignore[union-attr]
+            self._records.append(row)
         else:
             self._records = [row]
         if not kind.retryable:
@@ -817,7 +818,8 @@ class _Call:
             limiter.update(False, reason="ok", sent_at=attempt._started)
         breaker = scope.breaker
         if breaker is not None:
-            breaker.record_success(bool(self._probe))
+            # The breaker's own clock is almost always the retrier's: then hand it the time just read.
+            breaker.record_success(bool(self._probe), now=now if breaker._clock is self._clock else None)
             self._probe = None
         retrier = self._retrier
         events = retrier.events
@@ -1041,7 +1043,7 @@ class Attempts(_Call):
         if self.number or not scope.plain or self._refused is not None:
             return None
         breaker = scope.breaker
-        if breaker is not None and breaker._state is not BreakerState.CLOSED:
+        if breaker is not None and breaker._state is not _CLOSED:
             return None  # acquire() may refuse or hand out a probe; while closed it only says False
         self.number = 1
         self._retrier._attempts += 1

@@ -171,6 +171,13 @@ class BreakerStatistics:
     rejected: int
 
 
+# The members as plain module names: on CPython 3.11 each ``BreakerState.X`` lookup costs about 50 ns,
+# and the breaker reads its state on every attempt.
+_CLOSED, _OPEN, _HALF_OPEN, _ISOLATED = (
+    BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN, BreakerState.ISOLATED
+)
+
+
 class _Window:
     """Success and failure counts over the last ``duration`` seconds, kept in a ring of time buckets."""
 
@@ -212,7 +219,9 @@ class _Window:
         return index % _WINDOW_BUCKETS
 
     def add(self, now: float, failed: bool) -> None:
-        slot = self.advance(now)
+        head = self._head
+        # Most samples land in the newest bucket: nothing expires then.
+        slot = head % _WINDOW_BUCKETS if math.floor(now / self._width) == head else self.advance(now)
         if failed:
             self._failures[slot] += 1
             self.failures += 1
@@ -281,7 +290,7 @@ class CircuitBreaker:
         self._base_break = _seconds(self._config.break_duration)
         self._max_break = _seconds(self._config.max_break_duration)
         self._multiplier = self._config.break_duration_multiplier
-        self._state = BreakerState.CLOSED
+        self._state = _CLOSED
         self._break = self._base_break
         self._until = 0.0  # when an open circuit turns half-open
         self._opened_at: float | None = None
@@ -313,12 +322,12 @@ class CircuitBreaker:
                 ``retry_after`` says how many seconds until a probe may be admitted (``inf`` when
                 isolated; with the probe slots taken, the break a failing probe would start).
         """
-        if self._state is BreakerState.CLOSED:
+        if self._state is _CLOSED:
             return False  # only an open circuit changes with time alone: no need to read the clock
         now = self._clock.now()
         state = self._refresh(now)
         if (
-            state is BreakerState.HALF_OPEN
+            state is _HALF_OPEN
             and self._in_flight + self._probe_successes < self._config.half_open_max_probes
         ):
             self._in_flight += 1
@@ -326,22 +335,24 @@ class CircuitBreaker:
         self._rejected += 1
         raise CircuitOpenError(name=self.name, state=state.value, retry_after=self._retry_after(now))
 
-    def record_success(self, probe: bool) -> None:
+    def record_success(self, probe: bool, *, now: float | None = None) -> None:
         """Report that an admitted attempt succeeded.
 
         Args:
             probe: the value :meth:`acquire` returned for this attempt.
+            now: the time on the breaker's clock, when the caller has just read it (saves a read).
         """
-        if probe and self._state is BreakerState.HALF_OPEN:
+        state = self._state
+        if state is _CLOSED:
+            self._window.add(self._clock.now() if now is None else now, failed=False)
+            self._consecutive = 0
+        elif probe and state is _HALF_OPEN:
             self._in_flight = max(0, self._in_flight - 1)
             self._probe_successes += 1
             needed = self._config.half_open_successes_to_close
             if self._probe_successes >= needed:
                 reason = "probe succeeded" if needed == 1 else f"{needed} probes succeeded"
                 self._close(self._clock.now(), reason)
-        elif self._state is BreakerState.CLOSED:
-            self._window.add(self._clock.now(), failed=False)
-            self._consecutive = 0
 
     def record_failure(self, probe: bool) -> None:
         """Report that an admitted attempt failed (a failure that should count against the backend).
@@ -349,17 +360,17 @@ class CircuitBreaker:
         Args:
             probe: the value :meth:`acquire` returned for this attempt.
         """
-        if probe and self._state is BreakerState.HALF_OPEN:
+        if probe and self._state is _HALF_OPEN:
             self._in_flight = max(0, self._in_flight - 1)
             self._break = min(self._break * self._multiplier, self._max_break)
-            self._open(self._clock.now(), BreakerState.HALF_OPEN, "probe failed")
-        elif self._state is BreakerState.CLOSED:
+            self._open(self._clock.now(), _HALF_OPEN, "probe failed")
+        elif self._state is _CLOSED:
             now = self._clock.now()
             self._window.add(now, failed=True)
             self._consecutive += 1
             reason = self._trip_reason()
             if reason is not None:
-                self._open(now, BreakerState.CLOSED, reason)
+                self._open(now, _CLOSED, reason)
 
     def release(self, probe: bool) -> None:
         """Report that an admitted attempt ended without an outcome (cancelled); nothing is recorded.
@@ -367,16 +378,16 @@ class CircuitBreaker:
         Args:
             probe: the value :meth:`acquire` returned; a probe's slot is freed for another call.
         """
-        if probe and self._state is BreakerState.HALF_OPEN:
+        if probe and self._state is _HALF_OPEN:
             self._in_flight = max(0, self._in_flight - 1)
 
     def isolate(self) -> None:
         """Force the circuit open until :meth:`reset`; every call is rejected meanwhile."""
         old = self._state
-        if old is BreakerState.ISOLATED:
+        if old is _ISOLATED:
             return
         now = self._clock.now()
-        self._state = BreakerState.ISOLATED
+        self._state = _ISOLATED
         self._opened_at = now
         self._in_flight = self._probe_successes = 0
         self._times_opened += 1
@@ -410,8 +421,8 @@ class CircuitBreaker:
 
     def __repr__(self) -> str:
         state = self._state
-        if state is BreakerState.OPEN and self._clock.now() >= self._until:
-            state = BreakerState.HALF_OPEN  # what the next read will see; repr itself changes nothing
+        if state is _OPEN and self._clock.now() >= self._until:
+            state = _HALF_OPEN  # what the next read will see; repr itself changes nothing
         window = self._window
         return (
             f"<CircuitBreaker {self.name!r} {state.value} failures={window.failures}/"
@@ -422,10 +433,10 @@ class CircuitBreaker:
     # -- transitions: the state is updated first, then the event goes out
 
     def _refresh(self, now: float) -> BreakerState:
-        if self._state is BreakerState.OPEN and now >= self._until:
-            self._state = BreakerState.HALF_OPEN
+        if self._state is _OPEN and now >= self._until:
+            self._state = _HALF_OPEN
             self._in_flight = self._probe_successes = 0
-            self._emit(now, BreakerState.OPEN, f"break of {self._break:g} s elapsed", None)
+            self._emit(now, _OPEN, f"break of {self._break:g} s elapsed", None)
         return self._state
 
     def _trip_reason(self) -> str | None:
@@ -442,7 +453,7 @@ class CircuitBreaker:
         return None
 
     def _open(self, now: float, old: BreakerState, reason: str) -> None:
-        self._state = BreakerState.OPEN
+        self._state = _OPEN
         self._opened_at = now
         self._until = now + self._break
         self._in_flight = self._probe_successes = 0
@@ -451,22 +462,22 @@ class CircuitBreaker:
 
     def _close(self, now: float, reason: str) -> None:
         old = self._state
-        self._state = BreakerState.CLOSED
+        self._state = _CLOSED
         self._window.clear()
         self._consecutive = 0
         self._break = self._base_break
         self._opened_at = None
         self._in_flight = self._probe_successes = 0
-        if old is not BreakerState.CLOSED:
+        if old is not _CLOSED:
             self._emit(now, old, reason, None)
 
     def _retry_after(self, now: float) -> float:
         state = self._state
-        if state is BreakerState.OPEN:
+        if state is _OPEN:
             return max(0.0, self._until - now)
-        if state is BreakerState.ISOLATED:
+        if state is _ISOLATED:
             return math.inf
-        if state is BreakerState.HALF_OPEN and (
+        if state is _HALF_OPEN and (
             self._in_flight + self._probe_successes >= self._config.half_open_max_probes
         ):
             return self._break

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import random
 import time
-from asyncio import BaseEventLoop
-from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
+from asyncio import (
+    BaseEventLoop,
+    _get_running_loop,  # C-accelerated, returns None instead of raising
+)
 from collections.abc import Callable
 from threading import get_ident
 from typing import Any, Protocol, runtime_checkable
@@ -63,6 +65,8 @@ class AnyioClock:
     reads ``loop.time()`` directly under asyncio (the running loop is cached per thread) and
     ``trio.current_time()`` under trio.
     Outside any event loop it falls back to :func:`time.monotonic`, which is what asyncio's loop uses.
+    On asyncio's own loop it calls :func:`time.monotonic` directly; a loop whose ``time`` is its own
+    (a subclass, or a method replaced before the clock first meets the loop) is asked itself.
     """
 
     __slots__ = ("_loop", "_time")
@@ -86,7 +90,7 @@ class AnyioClock:
                 # a loop with its own time (a virtual one) is asked itself.
                 read = loop.time
                 self._time = time.monotonic if getattr(read, "__func__", None) is _BASE_LOOP_TIME else read
-            return loop.time()  # type: ignore[no-any-return]
+            return loop.time()
         return _trio_time()
 
     async def sleep(self, seconds: float) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
@@ -313,19 +312,23 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         plan = self._plan(request)
         attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy)
         response: httpx.Response | None = None
-        # The first attempt runs in line when it can start at once and needs no time limit: exactly
-        # what `async with attempt:` does, without its machinery, so that a success costs little.
         attempt = None if attempts._timed else attempts._start_now()
         if attempt is not None:
+            # The first attempt in line: what `async with attempt: response = await self._send(...)` does,
+            # without its machinery, so that the common case (a plain success) costs little.
             try:
-                response = await self._send(attempt, request, plan)
+                response = await self._transport.handle_async_request(request)
+                status = response.status_code
+                if status < 400 and status not in self._not_plain and not plan.read_body and attempts._scope.local:
+                    attempts._succeed(attempt)
+                    return self._report(response, attempts)
+                response = await self._judge(attempt, response, plan)
             except BaseException as error:
+                if isinstance(error, Exception):
+                    await self._failed(attempt, error, plan, response)
                 if not await attempt.__aexit__(type(error), error, error.__traceback__):
                     raise
             else:
-                if attempt._marked is None and attempts._scope.local:
-                    attempts._succeed(attempt)
-                    return self._report(response, attempts)
                 await attempt.__aexit__(None, None, None)
                 if attempts.retrying:
                     await response.aclose()  # a discarded response must not keep its connection
@@ -348,22 +351,30 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             status = response.status_code
             if status < 400 and status not in self._not_plain and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
-            body = None
-            if self.classifier.wants_body(response):
-                response, body = await self._peek_body(response)
-            outcome = self._response_outcome(response, plan, body)
-            if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
-                await response.aread()
+            return await self._judge(attempt, response, plan)
         except Exception as error:
-            if response is not None:
-                await response.aclose()
-            classified = self._error_outcome(error, plan)
-            if classified is not None:
-                attempt.classify_error(classified)
+            await self._failed(attempt, error, plan, response)
             raise
+
+    async def _judge(self, attempt: Attempt, response: httpx.Response, plan: _Plan) -> httpx.Response:
+        """Judge a response that is not a plain success: read an error code, mark the attempt."""
+        body = None
+        if self.classifier.wants_body(response):
+            response, body = await self._peek_body(response)
+        outcome = self._response_outcome(response, plan, body)
+        if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
+            await response.aread()
         if outcome is not _SUCCESS:
             self._mark(attempt, outcome)
         return response
+
+    async def _failed(self, attempt: Attempt, error: Exception, plan: _Plan, response: httpx.Response | None) -> None:
+        """An attempt raised: free its response, and classify the error with what only we know."""
+        if response is not None:
+            await response.aclose()
+        classified = self._error_outcome(error, plan)
+        if classified is not None:
+            attempt.classify_error(classified)
 
     async def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
         """Read up to ``max_error_body`` bytes of an error body, and keep them for the caller."""

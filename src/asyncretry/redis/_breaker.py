@@ -202,7 +202,7 @@ class RedisCircuitBreaker(_Linked, CircuitBreaker):
         """Not available on a shared breaker (it needs a round trip): use ``await acquire_async()``."""
         raise TypeError(self._sync_refused("acquire_async()"))
 
-    def record_success(self, probe: bool) -> None:
+    def record_success(self, probe: bool, *, now: float | None = None) -> None:
         """Not available on a shared breaker: use ``await record_async(success=True, probe=...)``."""
         raise TypeError(self._sync_refused("record_async(success=True, probe=...)"))
 
