@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from asyncretry import OutcomeKind, RetryPolicy
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, HttpClassifier, RetryInfo, error_code_of_response
-from asyncretry.httpx._classify import body_replay
+from asyncretry.httpx._classify import body_replay, headers_read
 from asyncretry.testing import fixed_random
 
 K = OutcomeKind
@@ -462,3 +462,24 @@ async def test_the_policy_classifier_still_judges_foreign_errors() -> None:
         resp = await client.get(URL)
     assert resp.status_code == 200
     assert route.call_count == 2
+
+
+def test_the_headers_classification_reads_come_out_as_headers_get_gives_them() -> None:
+    """headers_read collects, in one pass, exactly what Headers.get returns for the names classification
+    reads: any case, repeated headers joined with ", ", UTF-8 and Latin-1 values; nothing else."""
+    headers = httpx.Headers([
+        (b"Retry-After", b"3"),
+        (b"X-Amzn-ErrorType", b"ThrottlingException:http://internal"),
+        (b"content-type", b"application/json"),
+        (b"Content-Type", b"charset=utf-8"),
+        (b"x-amz-retry-after", "caf\u00e9".encode()),
+        (b"x-other", b"ignored"),
+    ])
+    found = headers_read(headers)
+    assert found == {
+        name: headers[name]
+        for name in ("retry-after", "x-amzn-errortype", "content-type", "x-amz-retry-after")
+    }
+    assert found["content-type"] == "application/json, charset=utf-8"
+    assert found["x-amz-retry-after"] == "caf\u00e9"
+    assert headers_read(httpx.Headers([(b"retry-after", "\u00e9".encode("latin-1"))])) == {"retry-after": "\u00e9"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,33 @@ def _normalise_code(code: str) -> str:
     return code.rsplit("#", 1)[-1].strip()
 
 
-def error_code_of_response(headers: httpx.Headers, body: bytes | None) -> str | None:
+_READ = frozenset({
+    b"x-amzn-errortype", b"content-length", b"content-type", b"content-encoding",
+    b"retry-after", b"retry-after-ms", b"x-amz-retry-after",
+})
+
+
+def headers_read(headers: httpx.Headers) -> dict[str, str]:
+    """The response headers that classification reads, in one pass, as ``headers.get`` gives them.
+
+    Each ``httpx.Headers`` lookup walks every header and works out the encoding again (about a
+    microsecond); judging one error response takes up to eight of them. Names are lower-case;
+    repeated headers are joined with ``", "``, as ``Headers.get`` does.
+    """
+    found: dict[str, str] = {}
+    for key, value in headers.raw:
+        name = key.lower()
+        if name in _READ:
+            text = name.decode("ascii")
+            try:
+                decoded = value.decode("utf-8")
+            except UnicodeDecodeError:
+                decoded = value.decode("latin-1")
+            found[text] = f"{found[text]}, {decoded}" if text in found else decoded
+    return found
+
+
+def error_code_of_response(headers: Mapping[str, str], body: bytes | None) -> str | None:
     """The AWS-style error code of a response: ``x-amzn-ErrorType``, JSON ``__type``/``code``, XML ``<Code>``."""
     header = headers.get("x-amzn-errortype")
     if header:
@@ -182,20 +208,25 @@ class HttpClassifier:
             return OutcomeKind.NOT_RETRYABLE, reason
         return OutcomeKind.SUCCESS, reason
 
-    def wants_body(self, response: httpx.Response) -> bool:
-        """Whether the error body should be read for an error code."""
+    def wants_body(self, response: httpx.Response, headers: Mapping[str, str] | None = None) -> bool:
+        """Whether the error body should be read for an error code.
+
+        ``headers``: the response's headers when already at hand (:func:`headers_read`).
+        """
         if not (self.read_error_bodies and self._codes) or response.status_code < 400:
             return False
-        if "x-amzn-errortype" in response.headers:
+        if headers is None:
+            headers = response.headers
+        if "x-amzn-errortype" in headers:
             return False
-        length = response.headers.get("content-length")
+        length = headers.get("content-length")
         if length is not None:
             try:
                 if int(length) > self.max_error_body:
                     return False
             except ValueError:
                 return False
-        content_type = response.headers.get("content-type", "")
+        content_type = headers.get("content-type", "")
         return "json" in content_type or "xml" in content_type or not content_type
 
 

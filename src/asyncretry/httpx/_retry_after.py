@@ -7,10 +7,8 @@ engine caps whatever is found at the policy's ``max_server_delay`` and checks it
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
-
-import httpx
 
 __all__ = ["ServerDelay", "server_delay"]
 
@@ -43,7 +41,7 @@ def _parse_number(value: str) -> float | None:
     return _non_negative(number)
 
 
-def server_delay(headers: httpx.Headers, wall_clock: Callable[[], float]) -> ServerDelay | None:
+def server_delay(headers: Mapping[str, str], wall_clock: Callable[[], float]) -> ServerDelay | None:
     """The delay a response asks for, if any.
 
     ``retry-after-ms`` (milliseconds, a float) wins over ``Retry-After`` (delta-seconds or an

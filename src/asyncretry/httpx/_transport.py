@@ -21,7 +21,7 @@ from .._engine._policy import RetryPolicy
 from .._engine._retrier import Attempt, Retrier, RetrierStatistics, SyncAttempts, _Call
 from .._primitives._clock import Clock, RandomSource
 from .._primitives._kinds import OutcomeKind
-from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response
+from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
 from ._retry_after import server_delay
 
 __all__ = ["EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "scope_by_origin"]
@@ -213,11 +213,13 @@ class _Base:
     def _error_outcome(self, error: Exception, plan: _Plan) -> Outcome | None:
         return self.classifier.classify_error(error, idempotent=plan.idempotent, replayable=plan.replay.ok)
 
-    def _response_outcome(self, response: httpx.Response, plan: _Plan, body: bytes | None) -> Outcome:
+    def _response_outcome(
+        self, response: httpx.Response, plan: _Plan, body: bytes | None, headers: Mapping[str, str]
+    ) -> Outcome:
         status = response.status_code
         if status < 400 and status not in self._not_plain:
             return _SUCCESS  # the hot path: no reason string, no header parsing
-        code = error_code_of_response(response.headers, body) if status >= 400 else None
+        code = error_code_of_response(headers, body) if status >= 400 else None
         kind, reason = self.classifier.status_kind(response, code)
         if kind.retryable:
             if not plan.replay.ok:
@@ -225,7 +227,7 @@ class _Base:
                                result=response)
             if not plan.idempotent:
                 return Outcome(OutcomeKind.NOT_RETRYABLE, f"{reason} (not idempotent)", result=response)
-            delay = server_delay(response.headers, self._wall_clock)
+            delay = server_delay(headers, self._wall_clock)
             if delay is not None:
                 return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1])
         return Outcome(kind, reason, result=response)
@@ -359,9 +361,10 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     async def _judge(self, attempt: Attempt, response: httpx.Response, plan: _Plan) -> httpx.Response:
         """Judge a response that is not a plain success: read an error code, mark the attempt."""
         body = None
-        if self.classifier.wants_body(response):
+        headers = headers_read(response.headers)
+        if self.classifier.wants_body(response, headers):
             response, body = await self._peek_body(response)
-        outcome = self._response_outcome(response, plan, body)
+        outcome = self._response_outcome(response, plan, body, headers)
         if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
             await response.aread()
         if outcome is not _SUCCESS:
@@ -496,10 +499,15 @@ class RetryTransport(_Base, httpx.BaseTransport):
                 response = None
                 try:
                     response = self._transport.handle_request(request)
-                    body = None
-                    if self.classifier.wants_body(response):
-                        response, body = self._peek_body(response)
-                    outcome = self._response_outcome(response, plan, body)
+                    status = response.status_code
+                    if status < 400 and status not in self._not_plain:
+                        outcome = _SUCCESS  # a plain success: no headers to read
+                    else:
+                        body = None
+                        headers = headers_read(response.headers)
+                        if self.classifier.wants_body(response, headers):
+                            response, body = self._peek_body(response)
+                        outcome = self._response_outcome(response, plan, body, headers)
                     if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
                         response.read()
                 except Exception as error:
