@@ -66,7 +66,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
-_SUCCESS_KIND, _THROTTLING = OutcomeKind.SUCCESS, OutcomeKind.THROTTLING  # module names: no enum lookup
+_SUCCESS_KIND = OutcomeKind.SUCCESS  # a module name: no enum lookup on the hot path
 _DEBUG = AttemptFinished.level
 
 
