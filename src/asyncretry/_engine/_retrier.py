@@ -30,7 +30,6 @@ import anyio
 import anyio.lowlevel
 
 from .._events import (
-    _LISTENING,
     AttemptFinished,
     EventBus,
     GaveUp,
@@ -67,7 +66,6 @@ T = TypeVar("T")
 
 _SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
 _SUCCESS_KIND = OutcomeKind.SUCCESS  # a module name: no enum lookup on the hot path
-_DEBUG = AttemptFinished.level
 
 
 @overload
@@ -156,7 +154,7 @@ class _Scope:
     """The shared state of one scope (one resource): quota, limiter, breaker, fixed rate limit."""
 
     __slots__ = (
-        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "local", "plain", "quota", "remote",
+        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "plain", "quota", "remote",
         "success_increment",
     )
 
@@ -176,7 +174,6 @@ class _Scope:
         self.bucket = bucket
         self.last_used = now
         self.remote = any(getattr(part, "remote", False) for part in (quota, limiter, breaker, bucket))
-        self.local = not self.remote  # decisions need no await: the drivers take the synchronous path
         # Nothing to wait for before a first attempt: the async driver starts it without awaiting.
         self.plain = bucket is None and limiter is None and not (breaker is not None and breaker.remote)
         # What the first attempt costs from the quota (SPEC's initial_try_cost, 0 by default).
@@ -338,13 +335,8 @@ class Retrier:
                 the scope's shared state still comes from the retrier's policy.
         """
         now = self._clock.now()
-        found = self._scopes.get(scope)
-        if found is None:
-            found = self._scope(scope, now)
-        else:
-            found.last_used = now
         call = Attempts()
-        call._open(self, found, policy if policy is not None else self.policy, now)
+        call._open(self, self._scope(scope, now), policy if policy is not None else self.policy, now)
         return call
 
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -501,7 +493,7 @@ class Attempt:
             exc is None
             and self._marked is None
             and self._scope is None
-            and call._scope.local
+            and not call._scope.remote
             and (self.result is _NOT_SET or call._policy.classifier.retry_if_result is None)
         ):
             call._succeed(self)  # the hot path: a plain success on local state
@@ -823,8 +815,7 @@ class _Call:
             self._probe = None
         retrier = self._retrier
         events = retrier.events
-        # events.wants(AttemptFinished) with its first step written out (no listener anywhere: ask the logger)
-        if (_LISTENING[0] or logger.isEnabledFor(_DEBUG)) and events.wants(AttemptFinished):
+        if events.wants(AttemptFinished):
             events.emit(AttemptFinished(
                 time=now, source=scope.key, attempt=attempt.number, outcome="success", reason="ok",
                 duration=now - attempt._started,

@@ -307,22 +307,12 @@ class RetryQuota:
             n: tokens to give back (>= 0), typically the cost of the retry that succeeded or
                 ``initial_try_success_increment``.
         """
-        n = check_number("n", n, low=0.0)
-        if n:
-            self._bucket._put_back(n)  # already validated: skip the bucket's own check (hot path)
-            self._released += n
-        if self._exhausted:
-            self._restore_if_able()
+        self._refund(check_number("n", n, low=0.0))
 
     def _refund(self, n: float) -> None:
         """:meth:`release` for the engine, whose amounts come from a validated config (no check)."""
         if n:
-            bucket = self._bucket
-            if bucket._rate or bucket._queue:
-                bucket._put_back(n)
-            else:  # the usual quota: no time-based refill, nobody queued: only the count changes
-                tokens = bucket._tokens + n
-                bucket._tokens = tokens if tokens < bucket._capacity else bucket._capacity
+            self._bucket._put_back(n)
             self._released += n
         if self._exhausted:
             self._restore_if_able()

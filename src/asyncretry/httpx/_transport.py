@@ -321,7 +321,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             try:
                 response = await self._transport.handle_async_request(request)
                 status = response.status_code
-                if status < 400 and status not in self._not_plain and not plan.read_body and attempts._scope.local:
+                if status < 400 and status not in self._not_plain and not plan.read_body and not attempts._scope.remote:
                     attempts._succeed(attempt)
                     return self._report(response, attempts)
                 response = await self._judge(attempt, response, plan)
