@@ -164,6 +164,7 @@ def test_error_bodies_are_read_only_when_useful() -> None:
     assert not classifier.wants_body(response(503, headers={"content-type": "text/html"}))
     assert not classifier.wants_body(response(400, headers={"x-amzn-ErrorType": "X", "content-type": "json"}))
     assert not classifier.wants_body(response(400, headers={"content-length": "70000", "content-type": "json"}))
+    assert not classifier.wants_body(response(503, headers={"content-length": "0"}))  # nothing to read
     assert not HttpClassifier(read_error_bodies=False).wants_body(response(400))
     assert not HttpClassifier(throttling_codes=frozenset(), transient_codes=frozenset()).wants_body(response(400))
 

@@ -236,6 +236,48 @@ async def test_a_400_throttling_exception_is_retried_as_throttling(headers: dict
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("streamed", [False, True], ids=["in-memory", "streamed"])
+async def test_an_error_code_is_read_from_a_body_in_memory_or_streamed(streamed: bool) -> None:
+    """The code is found whether the body is already read (mock transports) or still a stream (the
+    network); either way the caller can still read the whole body of the final response."""
+    body = b'{"__type": "ThrottlingException", "message": "slow down"}'
+    headers = {"content-type": "application/x-amz-json-1.0"}
+    streams: list[SpyStream] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if not streamed:
+            return httpx.Response(400, headers=headers, content=body)  # read at once, as mocks make them
+        streams.append(SpyStream(body))
+        return httpx.Response(400, headers=headers, stream=streams[-1])
+
+    policy = RetryPolicy(max_attempts=2, backoff=NoBackoff())
+    transport = AsyncRetryTransport(httpx.MockTransport(answer), policy=policy)
+    async with httpx.AsyncClient(transport=transport) as client:
+        resp = await client.get(URL)
+    assert [a.kind for a in info(resp).history.attempts] == [K.THROTTLING, K.THROTTLING]
+    assert resp.content == body
+    assert len(streams) == (2 if streamed else 0)
+    assert all(stream.closed for stream in streams)
+
+
+@pytest.mark.anyio
+async def test_an_error_body_over_the_limit_is_not_parsed_even_in_memory() -> None:
+    """max_error_body bounds what is parsed for a code, also for a body that is already in memory."""
+    body = b'{"__type": "ThrottlingException"}' + b" " * 64
+
+    def read_already(request: httpx.Request) -> httpx.Response:  # no content-length tells its size
+        resp = httpx.Response(400, headers={"content-type": "application/json"}, stream=httpx.ByteStream(body))
+        resp.read()
+        return resp
+
+    transport = AsyncRetryTransport(httpx.MockTransport(read_already), classifier=HttpClassifier(max_error_body=32))
+    async with httpx.AsyncClient(transport=transport) as client:
+        resp = await client.get(URL)
+    assert [a.kind for a in info(resp).history.attempts] == [K.NOT_RETRYABLE]
+    assert resp.content == body
+
+
+@pytest.mark.anyio
 async def test_a_503_slow_down_is_throttling() -> None:
     """A 5xx with a throttling code (S3's 503 SlowDown) counts as throttling."""
     script = Script(httpx.Response(503, content=b"<Error><Code>SlowDown</Code></Error>"), httpx.Response(200))
@@ -603,6 +645,112 @@ async def test_retry_info_reports_attempts_delays_and_history() -> None:
     assert report.gave_up is None
     assert [a.reason for a in report.history.attempts] == ["HTTP 503", "HTTP 429", "ok"]
     assert report.history.total_delay == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------- a first attempt that succeeds
+def breaker_samples(transport: AsyncRetryTransport, key: str = "https://api.test:443") -> tuple[int, int]:
+    breaker = scope_stats(transport, key).breaker
+    assert breaker is not None
+    return breaker.successes, breaker.failures
+
+
+@pytest.mark.anyio
+async def test_a_first_time_success_is_counted_and_reported_like_any_call() -> None:
+    """A request answered at once (no call object is made for it) is reported and counted like one that
+    takes the engine's general way (here forced by a per-request scope override)."""
+
+    async def slow_ok(request: httpx.Request) -> httpx.Response:
+        await anyio.sleep(0.25)
+        return httpx.Response(200)
+
+    policy = RetryPolicy(breaker=CircuitBreakerConfig())
+    transport = AsyncRetryTransport(httpx.MockTransport(slow_ok), policy=policy)
+    async with httpx.AsyncClient(transport=transport) as client:
+        start = anyio.current_time()
+        quick = await client.get(URL)
+        general = await client.get(URL, extensions={EXTENSION: {"scope": "https://api.test:443"}})
+    for resp, began in ((quick, start), (general, start + 0.25)):
+        report = info(resp)
+        assert (report.attempts, report.total_delay, report.gave_up, report.scope) == (
+            1, 0.0, None, "https://api.test:443"
+        )
+        (record,) = report.history.attempts
+        assert (record.number, record.kind, record.reason, record.delay_after, record.error) == (
+            1, K.SUCCESS, "ok", None, None
+        )
+        assert record.started == pytest.approx(began)
+        assert record.duration == pytest.approx(0.25)
+        assert report.history.elapsed == pytest.approx(0.25)
+        assert report.history.gave_up is None
+    stats = transport.statistics()
+    assert (stats.calls, stats.attempts, stats.retries, stats.successes, stats.failures) == (2, 2, 0, 2, 0)
+    assert breaker_samples(transport) == (2, 0)
+    assert quota_left(transport) == 500
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "first", [httpx.ConnectError("refused"), httpx.Response(503)], ids=["connect-error", "503"]
+)
+async def test_a_first_attempt_that_fails_goes_on_as_one_call(first: httpx.Response | Exception) -> None:
+    """A first attempt begun without a call object and then failing is one call: its history starts with it."""
+    script = Script(first, httpx.Response(200))
+    policy = RetryPolicy(backoff=FixedBackoff(0.5), breaker=CircuitBreakerConfig(failure_ratio=0.9))
+    async with retry_client(script, policy=policy) as client:
+        resp = await client.get(URL)
+        transport = transport_of(client)
+    assert resp.status_code == 200
+    history = info(resp).history
+    assert [a.kind for a in history.attempts] == [
+        K.CONNECTION if isinstance(first, Exception) else K.TRANSIENT, K.SUCCESS
+    ]
+    assert [a.started for a in history.attempts] == pytest.approx(script.times)
+    assert history.attempts[0].delay_after == pytest.approx(0.5)
+    assert history.elapsed == pytest.approx(0.5)
+    stats = transport.statistics()
+    assert (stats.calls, stats.attempts, stats.retries, stats.successes, stats.failures) == (1, 2, 1, 1, 0)
+    assert breaker_samples(transport) == (1, 1)
+    assert quota_left(transport) == 500
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_first_attempt_is_recorded_nowhere() -> None:
+    """Cancelled during its first attempt: no success, no failure, no breaker sample, no tokens taken."""
+    started = anyio.Event()
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        started.set()
+        await anyio.sleep(60)
+        return httpx.Response(200)
+
+    transport = AsyncRetryTransport(httpx.MockTransport(hang), policy=RetryPolicy(breaker=CircuitBreakerConfig()))
+    async with httpx.AsyncClient(transport=transport) as client, anyio.create_task_group() as tg:
+        tg.start_soon(client.get, URL)
+        await started.wait()
+        tg.cancel_scope.cancel()
+    stats = transport.statistics()
+    assert (stats.successes, stats.failures, stats.retries) == (0, 0, 0)
+    assert breaker_samples(transport) == (0, 0)
+    assert quota_left(transport) == 500
+
+
+@pytest.mark.anyio
+async def test_a_half_open_breaker_sends_its_probe_the_general_way() -> None:
+    """While the breaker is not closed, a request takes a probe first; a probe's success closes it."""
+    breaker = CircuitBreakerConfig(failure_ratio=None, consecutive_failures=1, break_duration=5.0)
+    script = Script(httpx.Response(503), httpx.Response(200))
+    policy = RetryPolicy(max_attempts=1, breaker=breaker)
+    async with retry_client(script, policy=policy) as client:
+        assert (await client.get(URL)).status_code == 503
+        with pytest.raises(CircuitOpenError):
+            await client.get(URL)
+        await anyio.sleep(5)
+        probe = await client.get(URL)
+        state = scope_stats(transport_of(client), "https://api.test:443").breaker
+    assert probe.status_code == 200
+    assert info(probe).attempts == 1
+    assert state is not None
+    assert state.state is BreakerState.CLOSED
 
 
 # ------------------------------------------------------------------------------------ reading bodies

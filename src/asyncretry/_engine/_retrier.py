@@ -154,7 +154,7 @@ class _Scope:
     """The shared state of one scope (one resource): quota, limiter, breaker, fixed rate limit."""
 
     __slots__ = (
-        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "plain", "quota", "remote",
+        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "plain", "quick", "quota", "remote",
         "success_increment",
     )
 
@@ -180,6 +180,30 @@ class _Scope:
         self.first_cost = quota.config.initial_try_cost if quota is not None else 0
         # What a success that needed no retry gives back to the quota (SPEC 1.1).
         self.success_increment = quota.config.initial_try_success_increment if quota is not None else 0
+        # A first attempt may run before its call object exists (Retrier._quick_scope): nothing to wait
+        # for, nothing to pay, all state local; the breaker is checked for each call.
+        self.quick = self.plain and not self.remote and not self.first_cost
+
+    def succeeded(self, retrier: Retrier, attempt: int, started: float, now: float, probe: bool,
+                  cost: int | None) -> None:
+        """An attempt succeeded at ``now``: the limiter and breaker hear of it, the quota gets the last
+        retry's ``cost`` back (or the success increment when no retry was paid for, SPEC 1.1)."""
+        limiter = self.limiter
+        if limiter is not None:
+            limiter.update(False, reason="ok", sent_at=started)
+        breaker = self.breaker
+        if breaker is not None:
+            # The breaker's own clock is almost always the retrier's: then hand it the time just read.
+            breaker.record_success(probe, now=now if breaker._clock is retrier._clock else None)
+        events = retrier.events
+        if events.wants(AttemptFinished):
+            events.emit(AttemptFinished(
+                time=now, source=self.key, attempt=attempt, outcome="success", reason="ok", duration=now - started,
+            ))
+        quota = self.quota
+        if quota is not None:
+            quota._refund(cost if cost is not None else self.success_increment)
+        retrier._successes += 1
 
     def busy(self) -> bool:
         """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""
@@ -227,6 +251,7 @@ class Retrier:
         "_scopes",
         "_successes",
         "_sweep_at",
+        "_timed",
         "events",
         "name",
         "policy",
@@ -266,6 +291,7 @@ class Retrier:
         self._sweep_at = -math.inf
         self._calls = self._attempts = self._retries = self._successes = self._failures = 0
         self._evicted = 0
+        self._timed = self.policy.deadline is not None or self.policy.attempt_timeout is not None
 
     # ------------------------------------------------------------------------------------ scopes
     def _scope(self, key: str, now: float | None = None) -> _Scope:
@@ -280,6 +306,25 @@ class Retrier:
             scopes[key] = scope
         else:
             scope.last_used = now
+        return scope
+
+    def _quick_scope(self, key: str, now: float) -> _Scope | None:
+        """The scope of a call whose first attempt may start at ``now`` before its call object exists.
+
+        For integrations that make many calls (the httpx transport): when this returns a scope, the
+        caller runs the first attempt at once and then either reports a plain success with
+        :meth:`_Scope.succeeded` and :class:`FirstSuccess` (no call object made at all), or continues
+        the call with :meth:`Attempts._resume`. ``None``: open the call as usual. Only for the
+        retrier's own policy, and never with a deadline or per-attempt timeout (those time the call).
+        """
+        if self._timed:
+            return None
+        scope = self._scope(key, now)
+        if not scope.quick:
+            return None
+        breaker = scope.breaker
+        if breaker is not None and breaker._state is not _CLOSED:
+            return None  # acquire() may refuse or hand out a probe; while closed it only says False
         return scope
 
     def _new_scope(self, key: str, now: float) -> _Scope:
@@ -336,7 +381,12 @@ class Retrier:
         """
         now = self._clock.now()
         call = Attempts()
-        call._open(self, self._scope(scope, now), policy if policy is not None else self.policy, now)
+        known = self._scopes.get(scope)
+        if known is not None:
+            known.last_used = now  # what _scope() does for a known scope, without the call
+        else:
+            known = self._scope(scope, now)
+        call._open(self, known, policy if policy is not None else self.policy, now)
         return call
 
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -753,7 +803,7 @@ class _Call:
         if quota is not None:
             cost = quota.cost_of(kind)
             if quota.config.circuit_breaker_mode:
-                paid = (yield quota.try_acquire_async(cost)) if quota.remote else quota.try_acquire(cost)
+                paid = (yield quota.try_acquire_async(cost)) if quota.remote else quota._try_take(cost)
                 if not paid:
                     self._last_cost = None
                     return self._give_up(outcome, error, "quota", now)
@@ -794,38 +844,17 @@ class _Call:
         return True
 
     def _succeed(self, attempt: Attempt) -> None:
-        """:meth:`_finish` for a plain success on local state (the hot path, so written out on its own).
-
-        The same steps as the success branch there: the limiter and breaker hear of it, the quota gets
-        the last retry's cost back (or the success increment, SPEC 1.1), the counters move.
-        """
-        scope = self._scope
+        """:meth:`_finish` for a plain success on local state (the hot path, so written out on its own)."""
         now = self._clock.now()
         # (_current stays set: with _done, nothing reads it again)
         self.outcome = _SUCCESS
         self._final = attempt
         self._ended = now
-        limiter = scope.limiter
-        if limiter is not None:
-            limiter.update(False, reason="ok", sent_at=attempt._started)
-        breaker = scope.breaker
-        if breaker is not None:
-            # The breaker's own clock is almost always the retrier's: then hand it the time just read.
-            breaker.record_success(bool(self._probe), now=now if breaker._clock is self._clock else None)
-            self._probe = None
-        retrier = self._retrier
-        events = retrier.events
-        if events.wants(AttemptFinished):
-            events.emit(AttemptFinished(
-                time=now, source=scope.key, attempt=attempt.number, outcome="success", reason="ok",
-                duration=now - attempt._started,
-            ))
-        quota = scope.quota
-        if quota is not None:
-            cost = self._last_cost
-            quota._refund(cost if cost is not None else scope.success_increment)
         self._done = True
-        retrier._successes += 1
+        probe = self._probe
+        if probe is not None:
+            self._probe = None
+        self._scope.succeeded(self._retrier, attempt.number, attempt._started, now, bool(probe), self._last_cost)
 
     async def _decide_async(self, attempt: Attempt, outcome: Outcome, error: Exception | None) -> bool:
         """:meth:`_finish` for the async driver: awaits remote state, and turns a remote backend that
@@ -1013,6 +1042,31 @@ class _Call:
         return f"<{type(self).__name__} scope={self._scope.key!r} number={self.number} gave_up={self.gave_up!r}>"
 
 
+class FirstSuccess:
+    """A finished call whose first attempt succeeded on the quick path (no call object was made).
+
+    It answers what a finished :class:`Attempts` answers to the integrations' reports.
+    """
+
+    __slots__ = ("_ended", "_scope", "_started")
+    number = 1
+    total_delay = 0.0
+    gave_up = None
+
+    def __init__(self, scope: _Scope, started: float, ended: float) -> None:
+        self._scope = scope
+        self._started = started
+        self._ended = ended
+
+    def history(self) -> RetryHistory:
+        duration = self._ended - self._started
+        record = AttemptRecord(
+            number=1, started=self._started, duration=duration, kind=OutcomeKind.SUCCESS, reason="ok",
+            delay_after=None, error=None,
+        )
+        return RetryHistory(scope=self._scope.key, attempts=(record,), elapsed=duration, gave_up=None)
+
+
 class Attempts(_Call):
     """The attempts of one call: an async iterator of :class:`Attempt` (see :meth:`Retrier.attempts`).
 
@@ -1023,19 +1077,20 @@ class Attempts(_Call):
     def __aiter__(self) -> Attempts:
         return self
 
-    def _start_now(self) -> Attempt | None:
+    def _start_now(self, resumed: bool = False) -> Attempt | None:
         """The first attempt, started at once when nothing has to be awaited or refused before it.
 
         ``None`` otherwise (a rate limit or a remote breaker to wait for, a quota refusal to report,
-        a breaker that is not closed): then :meth:`__anext__` takes the general way. The httpx
-        transport calls this to run a first attempt without the ``async for`` machinery.
+        a breaker that is not closed): then :meth:`__anext__` takes the general way. ``resumed``: the
+        attempt already began on the quick path (:meth:`_resume`), so there is nothing to check.
         """
-        scope = self._scope
-        if self.number or not scope.plain or self._refused is not None:
-            return None
-        breaker = scope.breaker
-        if breaker is not None and breaker._state is not _CLOSED:
-            return None  # acquire() may refuse or hand out a probe; while closed it only says False
+        if not resumed:
+            scope = self._scope
+            if self.number or not scope.plain or self._refused is not None:
+                return None
+            breaker = scope.breaker
+            if breaker is not None and breaker._state is not _CLOSED:
+                return None  # acquire() may refuse or hand out a probe; while closed it only says False
         self.number = 1
         self._retrier._attempts += 1
         attempt = Attempt()
@@ -1043,6 +1098,17 @@ class Attempts(_Call):
         attempt._started = self._started  # nothing was waited for: the attempt starts with the call
         self._current = attempt
         return attempt
+
+    @classmethod
+    def _resume(cls, retrier: Retrier, scope: _Scope, started: float) -> tuple[Attempts, Attempt]:
+        """The call whose first attempt began at ``started`` in a scope from :meth:`Retrier._quick_scope`,
+        and that attempt: the caller goes on as inside ``async with attempt:`` (the breaker was closed
+        when the attempt began, so it holds no probe; the quota took nothing for it)."""
+        call = cls()
+        call._open(retrier, scope, retrier.policy, started)
+        attempt = call._start_now(resumed=True)
+        assert attempt is not None
+        return call, attempt
 
     async def __anext__(self) -> Attempt:
         attempt = self._start_now()

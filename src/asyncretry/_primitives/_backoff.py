@@ -79,10 +79,14 @@ def _seconds(value: float | timedelta) -> float:
 
 
 def _check_attempt(attempt: int) -> int:
+    if type(attempt) is int and attempt >= 1:  # every call of the engine: skip the general check
+        return attempt
     return check_int("attempt", attempt, low=1)
 
 
 def _check_u(u: float) -> float:
+    if type(u) is float and 0.0 <= u <= 1.0:
+        return u
     return check_number("u", u, low=0.0, high=1.0)
 
 

@@ -318,12 +318,7 @@ class AsyncTokenBucket:
         Raises:
             ValueError: ``n`` is out of range.
         """
-        n = self._check_n(n)
-        self._serve(self._clock.now())
-        if self._queue or not self._enough(n):
-            return False
-        self._take(n)
-        return True
+        return self._try_take(self._check_n(n))
 
     def release(self, n: float) -> None:
         """Put ``n`` tokens back (the bucket never holds more than ``capacity``) and serve waiters.
@@ -392,6 +387,19 @@ class AsyncTokenBucket:
 
     def _enough(self, n: float) -> bool:
         return self._tokens + self._slack(n) >= n
+
+    def _try_take(self, n: float) -> bool:
+        """:meth:`try_acquire` for callers whose ``n`` is already checked (the retry quota)."""
+        if self._queue:
+            self._serve(self._clock.now())
+            if self._queue:
+                return False
+        elif self._rate:  # at rate 0 nothing refills: the time is not needed (a rate change refills first)
+            self._refill(self._clock.now())
+        if not self._enough(n):
+            return False
+        self._take(n)
+        return True
 
     def _take(self, n: float) -> None:
         tokens = self._tokens - n

@@ -240,13 +240,7 @@ class RetryQuota:
             True if the tokens were taken; False if the quota could not pay (or others are waiting
             first), which starts an exhaustion episode.
         """
-        n = self._check_cost(n)
-        self._restore_if_able()
-        if self._take(n):
-            return True
-        self._refused += 1
-        self._exhaust(n)
-        return False
+        return self._try_take(self._check_cost(n))
 
     def time_until_available(self, n: float) -> float:
         """Seconds until ``n`` tokens would be there by refill alone (``inf`` without refill).
@@ -340,12 +334,22 @@ class RetryQuota:
 
     # -- internals
 
+    def _try_take(self, n: float) -> bool:
+        """:meth:`try_acquire` for the engine, whose amounts come from a validated config (no check)."""
+        if self._exhausted:
+            self._restore_if_able()
+        if self._take(n):
+            return True
+        self._refused += 1
+        self._exhaust(n)
+        return False
+
     def _check_cost(self, n: float) -> float:
         return check_number("n", n, low=0.0, high=self._config.max_capacity)
 
     def _take(self, n: float) -> bool:
         # Nobody overtakes a queued waiter: FIFO across try_acquire and acquire.
-        if n == 0 or (self._waiting == 0 and self._bucket.try_acquire(n)):
+        if n == 0 or (self._waiting == 0 and self._bucket._try_take(n)):
             self._acquired += n
             return True
         return False

@@ -222,10 +222,11 @@ class HttpClassifier:
         length = headers.get("content-length")
         if length is not None:
             try:
-                if int(length) > self.max_error_body:
-                    return False
+                size = int(length)
             except ValueError:
                 return False
+            if size == 0 or size > self.max_error_body:
+                return False  # nothing to read, or more than we read
         content_type = headers.get("content-type", "")
         return "json" in content_type or "xml" in content_type or not content_type
 

@@ -18,7 +18,7 @@ import httpx
 from .._engine._classify import Outcome
 from .._engine._history import RetryHistory
 from .._engine._policy import RetryPolicy
-from .._engine._retrier import Attempt, Retrier, RetrierStatistics, SyncAttempts, _Call
+from .._engine._retrier import Attempt, Attempts, FirstSuccess, Retrier, RetrierStatistics, SyncAttempts, _Call, _Scope
 from .._primitives._clock import Clock, RandomSource
 from .._primitives._kinds import OutcomeKind
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
@@ -68,7 +68,7 @@ class RetryInfo:
 
     __slots__ = ("_call", "_history")
 
-    def __init__(self, call: _Call) -> None:
+    def __init__(self, call: _Call | FirstSuccess) -> None:
         # Made for every response, so it only keeps the finished call and reads it when asked.
         self._call = call
         self._history: RetryHistory | None = None
@@ -103,6 +103,7 @@ class RetryInfo:
 
 
 _REPLAYABLE = Replay(True)
+_NOT_READ = b"<not read>"  # a sentinel (compared by identity): the body is still a stream
 
 
 class _Plan:
@@ -210,6 +211,11 @@ class _Base:
         plan.scope = scope if scope is not None else self._scope_key(request)
         return plan
 
+    def _resume(self, request: httpx.Request, scope: _Scope, started: float) -> tuple[_Plan, Attempts, Attempt]:
+        """The plan and the call of a request whose first attempt began on the quick path."""
+        attempts, attempt = Attempts._resume(self.retrier, scope, started)
+        return self._plan(request), attempts, attempt
+
     def _error_outcome(self, error: Exception, plan: _Plan) -> Outcome | None:
         return self.classifier.classify_error(error, idempotent=plan.idempotent, replayable=plan.replay.ok)
 
@@ -234,19 +240,26 @@ class _Base:
 
     @staticmethod
     def _mark(attempt: Attempt, outcome: Outcome) -> None:
-        if outcome.kind.retryable:
-            attempt.retry_result(
-                outcome.result, reason=outcome.reason, kind=outcome.kind,
-                server_delay=outcome.server_delay, server_delay_is_hint=outcome.server_delay_is_hint,
-            )
-        elif outcome.kind is OutcomeKind.NOT_RETRYABLE:
-            attempt.fail_result(outcome.result, reason=outcome.reason)
+        """Judge the attempt's response: what ``retry_result`` / ``fail_result`` do, with the outcome made."""
+        if outcome.kind is not OutcomeKind.SUCCESS:
+            attempt._marked = outcome
 
     @staticmethod
     def _report(response: httpx.Response, call: _Call) -> httpx.Response:
         # Each response has its own extensions dict (httpx and httpcore make one per response).
         response.extensions[EXTENSION] = RetryInfo(call)
         return response
+
+    def _in_memory(self, response: httpx.Response) -> bytes | None:
+        """The (decoded) body of a response that is already read, as mock transports give them.
+
+        ``None`` when it is longer than ``max_error_body``; ``_NOT_READ`` when it is still a stream.
+        """
+        try:
+            content = response.content
+        except httpx.ResponseNotRead:
+            return _NOT_READ
+        return content if len(content) <= self.classifier.max_error_body else None
 
     @staticmethod
     def _peeked(response: httpx.Response, raw: bytes, rest: _Remaining | None) -> tuple[httpx.Response, bytes | None]:
@@ -311,21 +324,35 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        plan = self._plan(request)
-        attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy)
-        response: httpx.Response | None = None
-        attempt = None if attempts._timed else attempts._start_now()
-        if attempt is not None:
-            # The first attempt in line: what `async with attempt: response = await self._send(...)` does,
-            # without its machinery, so that the common case (a plain success) costs little.
+        retrier = self.retrier
+        scope = None
+        if not self.read_body and EXTENSION not in request.extensions and type(request.stream) is httpx.ByteStream:
+            # The common case (no overrides, a body of bytes): the first attempt starts before the call
+            # object exists, and a plain success never makes one.
+            started = retrier._clock.now()
+            scope = retrier._quick_scope(self._scope_key(request), started)
+        if scope is None:
+            plan = self._plan(request)
+            attempts = retrier.attempts(scope=plan.scope, policy=plan.policy)
+        else:
+            response = None
+            attempt: Attempt | None = None
             try:
                 response = await self._transport.handle_async_request(request)
                 status = response.status_code
-                if status < 400 and status not in self._not_plain and not plan.read_body and not attempts._scope.remote:
-                    attempts._succeed(attempt)
-                    return self._report(response, attempts)
+                if status < 400 and status not in self._not_plain:
+                    now = retrier._clock.now()
+                    retrier._calls += 1
+                    retrier._attempts += 1
+                    scope.succeeded(retrier, 1, started, now, False, None)
+                    response.extensions[EXTENSION] = RetryInfo(FirstSuccess(scope, started, now))
+                    return response
+                # Anything else is for the engine to judge: now the call needs its object.
+                plan, attempts, attempt = self._resume(request, scope, started)
                 response = await self._judge(attempt, response, plan)
             except BaseException as error:
+                if attempt is None:
+                    plan, attempts, attempt = self._resume(request, scope, started)
                 if isinstance(error, Exception):
                     await self._failed(attempt, error, plan, response)
                 if not await attempt.__aexit__(type(error), error, error.__traceback__):
@@ -363,7 +390,9 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         body = None
         headers = headers_read(response.headers)
         if self.classifier.wants_body(response, headers):
-            response, body = await self._peek_body(response)
+            body = self._in_memory(response)
+            if body is _NOT_READ:
+                response, body = await self._peek_body(response)
         outcome = self._response_outcome(response, plan, body, headers)
         if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
             await response.aread()
@@ -506,7 +535,9 @@ class RetryTransport(_Base, httpx.BaseTransport):
                         body = None
                         headers = headers_read(response.headers)
                         if self.classifier.wants_body(response, headers):
-                            response, body = self._peek_body(response)
+                            body = self._in_memory(response)
+                            if body is _NOT_READ:
+                                response, body = self._peek_body(response)
                         outcome = self._response_outcome(response, plan, body, headers)
                     if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
                         response.read()
