@@ -735,6 +735,29 @@ async def test_a_cancelled_first_attempt_is_recorded_nowhere() -> None:
 
 
 @pytest.mark.anyio
+async def test_adaptive_mode_counts_every_first_attempt_and_waits_once_throttled() -> None:
+    """Before any throttle a request is admitted at once (and counted); after a 429 the limiter paces
+    first attempts too: the next request waits for its token."""
+    script = Script(httpx.Response(200), httpx.Response(200), httpx.Response(429), httpx.Response(200))
+    policy = RetryPolicy(mode="adaptive", max_attempts=1)
+    async with retry_client(script, policy=policy) as client:
+        transport = transport_of(client)
+        for _ in range(2):
+            await client.get(URL)
+        before = scope_stats(transport, "https://api.test:443").limiter
+        assert (await client.get(URL)).status_code == 429
+        start = anyio.current_time()
+        assert (await client.get(URL)).status_code == 200
+        after = scope_stats(transport, "https://api.test:443").limiter
+    assert before is not None
+    assert after is not None
+    assert (before.enabled, before.acquires, before.updates, before.waits) == (False, 2, 2, 0)
+    assert (after.enabled, after.acquires, after.updates, after.throttles) == (True, 4, 4, 1)
+    assert after.waits == 1
+    assert script.times[-1] > start
+
+
+@pytest.mark.anyio
 async def test_a_half_open_breaker_sends_its_probe_the_general_way() -> None:
     """While the breaker is not closed, a request takes a probe first; a probe's success closes it."""
     breaker = CircuitBreakerConfig(failure_ratio=None, consecutive_failures=1, break_duration=5.0)

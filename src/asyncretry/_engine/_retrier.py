@@ -180,9 +180,9 @@ class _Scope:
         self.first_cost = quota.config.initial_try_cost if quota is not None else 0
         # What a success that needed no retry gives back to the quota (SPEC 1.1).
         self.success_increment = quota.config.initial_try_success_increment if quota is not None else 0
-        # A first attempt may run before its call object exists (Retrier._quick_scope): nothing to wait
-        # for, nothing to pay, all state local; the breaker is checked for each call.
-        self.quick = self.plain and not self.remote and not self.first_cost
+        # A first attempt may run before its call object exists (Retrier._quick_scope): no fixed rate
+        # to keep, nothing to pay, all state local; the breaker and the limiter are asked for each call.
+        self.quick = bucket is None and not self.remote and not self.first_cost
 
     def succeeded(self, retrier: Retrier, attempt: int, started: float, now: float, probe: bool,
                   cost: int | None) -> None:
@@ -325,6 +325,9 @@ class Retrier:
         breaker = scope.breaker
         if breaker is not None and breaker._state is not _CLOSED:
             return None  # acquire() may refuse or hand out a probe; while closed it only says False
+        limiter = scope.limiter
+        if limiter is not None and not limiter._admit_at_once():
+            return None  # it may make the attempt wait: the general way awaits it
         return scope
 
     def _new_scope(self, key: str, now: float) -> _Scope:

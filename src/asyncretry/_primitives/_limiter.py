@@ -207,6 +207,14 @@ class AdaptiveRateLimiter:
             self._waits += 1
             self._wait_time += waited
 
+    def _admit_at_once(self) -> bool:
+        """:meth:`acquire` where it returns at once without yielding (no throttle seen yet): ``False``
+        when it could wait. For the engine's quick path, which then sends without awaiting anything."""
+        if self._control.enabled:
+            return False
+        self._acquires += 1
+        return True
+
     def try_acquire(self) -> bool:
         """Take permission to send one attempt without waiting; ``False`` if a wait would be needed.
 
