@@ -25,6 +25,7 @@ import math
 import sys
 from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from threading import get_ident
@@ -154,6 +155,7 @@ class AsyncTokenBucket:
         "_queue",
         "_queued_tokens",
         "_rate",
+        "_read",
         "_rejected",
         "_seq",
         "_timeouts",
@@ -183,7 +185,8 @@ class AsyncTokenBucket:
         )
         self._clock: Clock = DEFAULT_CLOCK if clock is None else clock
         self._now = self._clock.now  # bound once: the uncontended acquire reads it on every call
-        self._loop: Any = None  # the default clock's asyncio loop, read directly on the hot path
+        self._loop: Any = None  # the default clock's asyncio loop, read directly on the hot path ...
+        self._read: Callable[[], float] = self._now  # ... with this, its time source
         # NaN: "no reading yet"; the first refill then only records the time (see _refill).
         self._last = (
             self._clock.now() if self._clock is not DEFAULT_CLOCK or _in_event_loop() else math.nan
@@ -286,10 +289,10 @@ class AsyncTokenBucket:
             # checks below (as does NaN).
             loop = self._loop
             if loop is not None and loop._thread_id == get_ident():
-                now = loop.time()  # the default clock's own reading, without its method call
+                now = self._read()  # the default clock's own reading, without its method call
             else:
                 now = self._now()
-                self._loop = cached_loop(self._clock)
+                self._loop, self._read = cached_loop(self._clock)
             elapsed = now - self._last
             self._last = now
             tokens = self._tokens

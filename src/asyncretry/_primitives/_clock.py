@@ -69,27 +69,27 @@ class AnyioClock:
     (a subclass, or a method replaced before the clock first meets the loop) is asked itself.
     """
 
-    __slots__ = ("_loop", "_time")
+    __slots__ = ("_cached",)
 
     def __init__(self) -> None:
-        self._loop: Any = None
-        self._time: Callable[[], float] = time.monotonic
+        # (the last asyncio loop seen, its time source), replaced as one tuple so that threads running
+        # loops of their own never see a loop paired with another loop's time source.
+        self._cached: tuple[Any, Callable[[], float]] = (None, time.monotonic)
 
     def now(self) -> float:
         # On Python 3.11 asyncio._get_running_loop() costs more than the clock read itself (it checks
         # the process id), so remember the last loop seen: while a loop runs, its ``_thread_id`` is the
         # running thread, and only one loop can run in a thread at a time.
-        loop = self._loop
+        loop, read = self._cached
         if loop is not None and loop._thread_id == get_ident():
-            return self._time()
+            return read()
         loop = _get_running_loop()
         if loop is not None:
             if hasattr(loop, "_thread_id"):  # only loops that expose it are cached (asyncio's do)
-                self._loop = loop
                 # asyncio's own loop.time() is time.monotonic(): call that directly (one frame less);
                 # a loop with its own time (a virtual one) is asked itself.
                 read = loop.time
-                self._time = time.monotonic if getattr(read, "__func__", None) is _BASE_LOOP_TIME else read
+                self._cached = (loop, time.monotonic if getattr(read, "__func__", None) is _BASE_LOOP_TIME else read)
             return loop.time()
         return _trio_time()
 
@@ -104,11 +104,11 @@ _DEFAULT = AnyioClock()
 DEFAULT_CLOCK: Clock = _DEFAULT
 
 
-def cached_loop(clock: Clock) -> Any:
-    """The asyncio loop the default clock last read, for hot paths that read its time directly.
+def cached_loop(clock: Clock) -> tuple[Any, Callable[[], float]]:
+    """The asyncio loop the default clock last read and its time source, for hot paths that read it directly.
 
-    ``None`` for any other clock. A caller may use ``loop.time()`` in place of ``clock.now()`` while
-    ``loop._thread_id == threading.get_ident()`` (the loop runs in this thread), and must ask again
-    otherwise. This is the default clock's own rule, without the cost of a method call.
+    The loop is ``None`` for any other clock. A caller may call the time source in place of
+    ``clock.now()`` while ``loop._thread_id == threading.get_ident()`` (the loop runs in this thread),
+    and must ask again otherwise. This is the default clock's own rule, without the cost of a method call.
     """
-    return _DEFAULT._loop if clock is _DEFAULT else None
+    return _DEFAULT._cached if clock is _DEFAULT else (None, clock.now)

@@ -1,0 +1,231 @@
+"""The floor under the two success-path targets: what the work a success must do costs, piece by piece.
+
+Run on demand (never part of the test suite)::
+
+    .venv/bin/python -m benchmarks.bench_floor            # about twenty seconds
+    .venv/bin/python -m benchmarks.bench_floor --quick    # rough figures in a few seconds
+
+Issue 3 asks the success path of ``async for attempt in retrier.attempts(): async with attempt:`` to cost
+at most a tenth of tenacity's ``AsyncRetrying``; issue 4 asks ``AsyncRetryTransport`` (quota, breaker and
+classification on) to add no more to a successful request than httpx-retries does. Both budgets are
+measured here, in the same run as:
+
+* the *frame*: what the shape of the call costs with no work in it (the empty ``async for`` /
+  ``async with`` protocol over an object that does nothing; a transport that only passes the request on);
+* each operation a success has to do, timed alone in a tight loop, which is its cheapest case (warm
+  caches, no glue code between the operations, no attribute stores, no branches).
+
+When frame + operations exceed the budget, no arrangement of the same work meets the target: it would
+need less work (no history timings, no quota refund, no breaker sample ...), not faster code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import tenacity
+from httpx_retries import Retry
+from httpx_retries import RetryTransport as HttpxRetriesTransport
+
+from asyncretry import AttemptFinished, CircuitBreakerConfig, Retrier, RetryPolicy
+from asyncretry._engine._retrier import Attempt, Attempts, FirstSuccess
+from asyncretry.httpx import AsyncRetryTransport, RetryInfo, scope_by_origin
+from benchmarks._common import Once, measure, ok
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    label: str
+    ns: float
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    target: str
+    budget_label: str
+    budget: float
+    actual_label: str
+    actual: float
+    parts: tuple[Part, ...]
+
+    @property
+    def total(self) -> float:
+        return sum(p.ns for p in self.parts)
+
+
+def _per_call(fn: Callable[[], object], calls: int, rounds: int) -> float:
+    """Best-of-rounds nanoseconds of one ``fn()``, less the cost of calling a function that does nothing."""
+
+    def best(f: Callable[[], object]) -> float:
+        result = float("inf")
+        for _ in range(rounds):
+            gc.collect()
+            start = time.perf_counter_ns()
+            for _ in range(calls):
+                f()
+            result = min(result, (time.perf_counter_ns() - start) / calls)
+        return result
+
+    return max(0.0, best(fn) - best(lambda: None))
+
+
+class _Nothing:
+    """The async-for / async-with protocol with no work in it."""
+
+    def __aiter__(self) -> _Nothing:
+        return self
+
+    async def __anext__(self) -> _Nothing:
+        return self
+
+    async def __aenter__(self) -> _Nothing:
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        return False
+
+
+class _Fixed(httpx.AsyncBaseTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"ok")
+
+
+class _PassOn(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+
+async def engine_floor(calls: int, rounds: int) -> Floor:
+    retrier = Retrier(RetryPolicy())  # AWS standard mode with its retry quota, as in bench_engine
+
+    async def ours() -> Any:
+        async for attempt in retrier.attempts():
+            async with attempt:
+                return await ok()
+        return None
+
+    async def frame() -> Any:
+        async for attempt in _Nothing():
+            async with attempt:
+                return await ok()
+        return None
+
+    async def theirs() -> Any:
+        async for attempt in tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(3), wait=tenacity.wait_none(), reraise=True
+        ):
+            with attempt:
+                return await ok()
+        return None
+
+    best = await measure([("ours", ours), ("frame", frame), ("tenacity", theirs), ("bare", ok)], calls, rounds)
+    await ours()  # the scope exists
+    scope = next(iter(retrier._scopes.values()))
+    quota = scope.quota
+    assert quota is not None
+    clock, events = retrier._clock, retrier.events
+
+    def counters() -> None:
+        retrier._calls += 1
+        retrier._attempts += 1
+        retrier._successes += 1
+
+    n = calls * 10
+    parts = (
+        Part("the empty async for / async with protocol", best["frame"] - best["bare"]),
+        Part("two clock reads (the attempt's start and end)", _per_call(lambda: (clock.now(), clock.now()), n, rounds)),
+        Part("the per-call and per-attempt objects", _per_call(lambda: (Attempts(), Attempt()), n, rounds)),
+        Part("the quota's success refund (SPEC 1.1), quota full", _per_call(lambda: quota._refund(1), n, rounds)),
+        Part("the event check (AttemptFinished)", _per_call(lambda: events.wants(AttemptFinished), n, rounds)),
+        Part("the retrier's counters (calls, attempts, successes)", _per_call(counters, n, rounds)),
+    )
+    return Floor(
+        "issue 3: success path <= 1/10 of tenacity", "1/10 of tenacity's success path",
+        (best["tenacity"] - best["bare"]) / 10, "asyncretry's success path", best["ours"] - best["bare"], parts,
+    )
+
+
+async def transport_floor(calls: int, rounds: int) -> Floor:
+    url = httpx.URL("https://example.test/items")
+    inner = _Fixed()
+    ours = AsyncRetryTransport(_Fixed(), policy=RetryPolicy(breaker=CircuitBreakerConfig()))
+    theirs = HttpxRetriesTransport(transport=_Fixed(), retry=Retry(total=2, backoff_factor=0.0))
+    passing = _PassOn(_Fixed())
+
+    def send(transport: httpx.AsyncBaseTransport) -> Once:
+        async def once() -> Any:
+            return await transport.handle_async_request(httpx.Request("GET", url))
+
+        return once
+
+    cases = [("bare", send(inner)), ("ours", send(ours)), ("theirs", send(theirs)), ("pass", send(passing))]
+    best = await measure(cases, calls, rounds)
+    request = httpx.Request("GET", url)
+    scope = next(iter(ours.retrier._scopes.values()))
+    breaker, quota = scope.breaker, scope.quota
+    assert breaker is not None
+    assert quota is not None
+    clock, events = ours.retrier._clock, ours.retrier.events
+    now = clock.now()
+    response = httpx.Response(200)
+
+    def report() -> None:
+        response.extensions["asyncretry"] = RetryInfo(FirstSuccess(scope, now, now))
+
+    n = calls * 10
+    parts = (
+        Part("a transport that only passes the request on", best["pass"] - best["bare"]),
+        Part("the scope key (the request's origin)", _per_call(lambda: scope_by_origin(request), n, rounds)),
+        Part("two clock reads (the attempt's start and end)", _per_call(lambda: (clock.now(), clock.now()), n, rounds)),
+        Part("the breaker's success sample", _per_call(lambda: breaker.record_success(False, now=now), n, rounds)),
+        Part("the quota's success refund (SPEC 1.1), quota full", _per_call(lambda: quota._refund(1), n, rounds)),
+        Part("the event check (AttemptFinished)", _per_call(lambda: events.wants(AttemptFinished), n, rounds)),
+        Part("the report in response.extensions", _per_call(report, n, rounds)),
+    )
+    return Floor(
+        "issue 4: success path adds <= httpx-retries", "httpx-retries' overhead", best["theirs"] - best["bare"],
+        "asyncretry's overhead", best["ours"] - best["bare"], parts,
+    )
+
+
+def render(floors: list[Floor]) -> str:
+    width = max(len(p.label) for f in floors for p in f.parts) + 2
+    lines = [f"asyncretry: the floor under the success-path targets (Python {sys.version.split()[0]}, asyncio)", ""]
+    for f in floors:
+        lines.append(f.target)
+        for p in f.parts:
+            lines.append(f"  {p.label:<{width}} {p.ns:>8.0f} ns")
+        lines.append(f"  {'= the floor (frame + operations, no glue)':<{width}} {f.total:>8.0f} ns")
+        lines.append(f"  {f.budget_label:<{width}} {f.budget:>8.0f} ns   (the budget)")
+        lines.append(f"  {f.actual_label:<{width}} {f.actual:>8.0f} ns")
+        verdict = "below the budget" if f.total <= f.budget else f"over the budget by {f.total - f.budget:.0f} ns"
+        lines.append(f"  -> the floor is {verdict}; asyncretry is at {f.actual / f.budget:.2f}x the budget")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds: rough figures, fast")
+    args = parser.parse_args(argv)
+    calls, rounds = (2_000, 3) if args.quick else (10_000, 7)
+
+    async def both() -> list[Floor]:
+        return [await engine_floor(calls, rounds), await transport_floor(calls, rounds)]
+
+    print(render(asyncio.run(both())))
+
+
+if __name__ == "__main__":
+    main()
