@@ -313,8 +313,8 @@ class Retrier:
 
         For integrations that make many calls (the httpx transport): when this returns a scope, the
         caller runs the first attempt at once and then either reports a plain success with
-        :meth:`_Scope.succeeded` and :class:`FirstSuccess` (no call object made at all), or continues
-        the call with :meth:`Attempts._resume`. ``None``: open the call as usual. Only for the
+        :meth:`_quick_success` (no call object made at all), or continues the call with
+        :meth:`Attempts._resume`. ``None``: open the call as usual. Only for the
         retrier's own policy, and never with a deadline or per-attempt timeout (those time the call).
         """
         if self._timed:
@@ -329,6 +329,14 @@ class Retrier:
         if limiter is not None and not limiter._admit_at_once():
             return None  # it may make the attempt wait: the general way awaits it
         return scope
+
+    def _quick_success(self, scope: _Scope, started: float, now: float) -> FirstSuccess:
+        """The first attempt begun at ``started`` in a scope from :meth:`_quick_scope` succeeded at ``now``:
+        count the call and record the success, as a call that took the general way would have."""
+        self._calls += 1
+        self._attempts += 1
+        scope.succeeded(self, 1, started, now, False, None)
+        return FirstSuccess(scope, started, now)
 
     def _new_scope(self, key: str, now: float) -> _Scope:
         policy = self.policy

@@ -341,11 +341,8 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                 response = await self._transport.handle_async_request(request)
                 status = response.status_code
                 if status < 400 and status not in self._not_plain:
-                    now = retrier._clock.now()
-                    retrier._calls += 1
-                    retrier._attempts += 1
-                    scope.succeeded(retrier, 1, started, now, False, None)
-                    response.extensions[EXTENSION] = RetryInfo(FirstSuccess(scope, started, now))
+                    done = retrier._quick_success(scope, started, retrier._clock.now())
+                    response.extensions[EXTENSION] = RetryInfo(done)
                     return response
                 # Anything else is for the engine to judge: now the call needs its object.
                 plan, attempts, attempt = self._resume(request, scope, started)
