@@ -29,6 +29,7 @@ from asyncretry import (
     GaveUp,
     GiveUpInfo,
     NoBackoff,
+    Outcome,
     OutcomeKind,
     QuotaStatistics,
     RateLimitTimeout,
@@ -583,6 +584,31 @@ async def test_a_server_delay_is_followed() -> None:
     assert [(e.delay, e.server_directed, e.reason) for e in scheduled] == [
         (3.0, True, "HTTP 503"), (0.1, True, "HTTP 503")
     ]
+
+
+async def test_an_integration_may_classify_a_result_with_an_outcome_it_made() -> None:
+    """classify_result(outcome) judges the attempt as that outcome: kind, reason and server delay."""
+    retrier, clock = make(RetryPolicy(max_attempts=2))
+    attempts = retrier.attempts()
+    async for attempt in attempts:
+        async with attempt:
+            attempt.classify_result(Outcome(T.THROTTLING, "HTTP 429", result="429", server_delay=2.0))
+    assert clock.sleeps == [2.0]
+    assert attempts.gave_up == "max_attempts"
+    assert [(a.kind, a.reason) for a in attempts.history().attempts] == [(T.THROTTLING, "HTTP 429")] * 2
+    assert attempts.outcome is not None
+    assert attempts.outcome.result == "429"
+
+
+async def test_classify_result_and_classify_error_refuse_the_wrong_outcome() -> None:
+    """A result's outcome carries no error; an error's outcome must carry the exception."""
+    retrier, _ = make()
+    async for attempt in retrier.attempts():
+        async with attempt:
+            with pytest.raises(ValueError, match=r"outcome\.error must be None"):
+                attempt.classify_result(Outcome(T.TRANSIENT, "x", error=ValueError()))
+            with pytest.raises(ValueError, match=r"outcome\.error must be the exception"):
+                attempt.classify_error(Outcome(T.TRANSIENT, "x"))
 
 
 async def test_a_server_delay_is_capped_at_max_server_delay() -> None:

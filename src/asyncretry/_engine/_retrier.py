@@ -512,6 +512,17 @@ class Attempt:
         """Mark this attempt's result as a final, non-retryable failure (the call gives up)."""
         self._marked = Outcome(OutcomeKind.NOT_RETRYABLE, reason, None, result)
 
+    def classify_result(self, outcome: Outcome) -> None:
+        """Decide the classification of this attempt's result with an outcome made elsewhere.
+
+        What :meth:`retry_result` and :meth:`fail_result` do, for integrations that build the
+        :class:`Outcome` themselves (the httpx transports judge a response, its error code and its
+        ``Retry-After`` in one go); ``outcome.error`` must be ``None``.
+        """
+        if outcome.error is not None:
+            raise ValueError("outcome.error must be None for a result; use classify_error for an exception")
+        self._marked = outcome
+
     def classify_error(self, outcome: Outcome) -> None:
         """Decide the classification of the exception this attempt is about to raise.
 

@@ -103,7 +103,6 @@ class RetryInfo:
 
 
 _REPLAYABLE = Replay(True)
-_NOT_READ = b"<not read>"  # a sentinel (compared by identity): the body is still a stream
 
 
 class _Plan:
@@ -240,9 +239,8 @@ class _Base:
 
     @staticmethod
     def _mark(attempt: Attempt, outcome: Outcome) -> None:
-        """Judge the attempt's response: what ``retry_result`` / ``fail_result`` do, with the outcome made."""
         if outcome.kind is not OutcomeKind.SUCCESS:
-            attempt._marked = outcome
+            attempt.classify_result(outcome)
 
     @staticmethod
     def _report(response: httpx.Response, call: _Call) -> httpx.Response:
@@ -251,14 +249,13 @@ class _Base:
         return response
 
     def _in_memory(self, response: httpx.Response) -> bytes | None:
-        """The (decoded) body of a response that is already read, as mock transports give them.
+        """The (decoded) body of a response that is already read, as mock transports give them;
+        ``None`` when it is longer than ``max_error_body``.
 
-        ``None`` when it is longer than ``max_error_body``; ``_NOT_READ`` when it is still a stream.
+        Raises:
+            httpx.ResponseNotRead: the body is still a stream.
         """
-        try:
-            content = response.content
-        except httpx.ResponseNotRead:
-            return _NOT_READ
+        content = response.content
         return content if len(content) <= self.classifier.max_error_body else None
 
     @staticmethod
@@ -387,8 +384,9 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         body = None
         headers = headers_read(response.headers)
         if self.classifier.wants_body(response, headers):
-            body = self._in_memory(response)
-            if body is _NOT_READ:
+            try:
+                body = self._in_memory(response)
+            except httpx.ResponseNotRead:  # still a stream (a real connection): read its start
                 response, body = await self._peek_body(response)
         outcome = self._response_outcome(response, plan, body, headers)
         if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
@@ -532,8 +530,9 @@ class RetryTransport(_Base, httpx.BaseTransport):
                         body = None
                         headers = headers_read(response.headers)
                         if self.classifier.wants_body(response, headers):
-                            body = self._in_memory(response)
-                            if body is _NOT_READ:
+                            try:
+                                body = self._in_memory(response)
+                            except httpx.ResponseNotRead:
                                 response, body = self._peek_body(response)
                         outcome = self._response_outcome(response, plan, body, headers)
                     if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
