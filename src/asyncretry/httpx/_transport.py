@@ -353,15 +353,18 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                     raise
             else:
                 await attempt.__aexit__(None, None, None)
-                if attempts.retrying:
-                    await response.aclose()  # a discarded response must not keep its connection
+                if not attempts.retrying:  # the call is over (a success, or it gave up on this response)
+                    return self._report(response, attempts)
+                await response.aclose()  # a discarded response must not keep its connection
         async for attempt in attempts:
             if attempt.number > 1 and plan.replay.rewind is not None:
                 plan.replay.rewind()
             async with attempt:
                 response = None
                 response = await self._send(attempt, request, plan)
-            if attempts.retrying and response is not None:
+            if not attempts.retrying:
+                break  # the call is over: no need to ask the iterator (and catch its StopAsyncIteration)
+            if response is not None:
                 await response.aclose()  # a discarded response must not keep its connection
         assert response is not None
         return self._report(response, attempts)
