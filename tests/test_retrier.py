@@ -19,6 +19,7 @@ from asyncretry import (
     AttemptTimeout,
     BackendUnavailable,
     BreakerState,
+    BreakerStatistics,
     CircuitBreaker,
     CircuitBreakerConfig,
     CircuitOpenError,
@@ -349,9 +350,10 @@ class SpyLimiter(AdaptiveRateLimiter):
         self.log.append("acquire")
         await super().acquire(timeout=timeout)
 
-    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
+    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None,
+               **more: Any) -> None:
         self.log.append(f"update({throttled})")
-        super().update(throttled, reason=reason)
+        super().update(throttled, reason=reason, **more)
 
 
 async def test_adaptive_mode_acquires_before_every_attempt_and_updates_after_every_response() -> None:
@@ -1429,25 +1431,48 @@ async def test_a_first_attempt_refused_by_the_initial_try_cost_has_a_history_and
     assert [info.outcome.kind for info in seen] == [OutcomeKind.NOT_RETRYABLE]
 
 
-class _DownQuota(RetryQuota):
-    """A remote quota whose server cannot be reached and which fails closed."""
+class _DownQuota:
+    """A remote quota (the RemoteQuota protocol) whose server cannot be reached and which fails closed."""
 
-    remote = True
+    def __init__(self) -> None:
+        self._local = RetryQuota()
 
-    async def try_acquire_async(self, n: float) -> bool:
+    name = "down"
+    config = RetryQuota().config
+    available = 0.0
+
+    def cost_of(self, kind: OutcomeKind) -> int:
+        return self._local.cost_of(kind)
+
+    async def try_acquire(self, n: float) -> bool:
         raise BackendUnavailable("redis is down")
 
-    async def release_async(self, n: float) -> None:
+    async def acquire(self, n: float, *, timeout: float | timedelta | None = None) -> None:
         raise BackendUnavailable("redis is down")
 
-
-class _DownBreaker(CircuitBreaker):
-    """A remote breaker whose server cannot be reached and which fails closed."""
-
-    remote = True
-
-    async def acquire_async(self) -> bool:
+    async def release(self, n: float) -> None:
         raise BackendUnavailable("redis is down")
+
+    def statistics(self) -> QuotaStatistics:
+        return self._local.statistics()
+
+
+class _DownBreaker:
+    """A remote breaker (the RemoteBreaker protocol) whose server cannot be reached and which fails closed."""
+
+    name = "down"
+
+    async def acquire(self) -> bool:
+        raise BackendUnavailable("redis is down")
+
+    async def record(self, *, success: bool, probe: bool) -> None:
+        raise BackendUnavailable("redis is down")
+
+    def release(self, probe: bool) -> None:
+        pass
+
+    def statistics(self) -> BreakerStatistics:
+        return CircuitBreaker().statistics()
 
 
 async def test_remote_state_failing_closed_after_an_attempt_is_a_give_up_with_history_and_hook() -> None:

@@ -72,5 +72,5 @@ async def poll(
     if failed is not None:
         raise PollFailed(result=result, status=failed)
     if attempts.gave_up is not None:
-        raise attempts._result_error()
+        raise attempts.result_error()
     return cast(T, result)

@@ -14,6 +14,7 @@ sent twice.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import ssl
@@ -166,7 +167,18 @@ class HttpClassifier:
 
     # -------------------------------------------------------------------------- exceptions
     def classify_error(self, error: Exception, *, idempotent: bool, replayable: bool) -> Outcome | None:
-        """The outcome of an httpx exception, or ``None`` if it is not an httpx transport error."""
+        """The outcome of an httpx exception, or ``None`` if it is not an httpx transport error.
+
+        The error's own kind (:meth:`error_outcome`), then the rule on sending the request again
+        (:meth:`may_resend`).
+        """
+        outcome = self.error_outcome(error)
+        if outcome is None:
+            return None
+        return self.may_resend(outcome, idempotent=idempotent, replayable=replayable)
+
+    def error_outcome(self, error: Exception) -> Outcome | None:
+        """What an httpx exception says of the attempt, before asking whether the request may be sent again."""
         name = type(error).__name__
         if isinstance(error, httpx.TimeoutException):
             kind = OutcomeKind.TIMEOUT
@@ -178,13 +190,26 @@ class HttpClassifier:
             return None
         if _certificate_failure(error):
             return Outcome(OutcomeKind.NOT_RETRYABLE, f"{name} (certificate verification failed)", error)
-        if not replayable:
-            return Outcome(OutcomeKind.NOT_RETRYABLE, f"{name} (the request body cannot be replayed)", error)
-        if not idempotent and not isinstance(error, _NOT_SENT):
-            return Outcome(
-                OutcomeKind.NOT_RETRYABLE, f"{name} (may have reached the server; not idempotent)", error
-            )
         return Outcome(kind, name, error)
+
+    def may_resend(self, outcome: Outcome, *, idempotent: bool, replayable: bool) -> Outcome:
+        """The one rule on sending a request again, for every failed attempt (timeouts included).
+
+        A retryable outcome stays retryable only if the body can be sent again exactly and either the
+        request never left (a connection that was never made) or it is idempotent; otherwise it becomes
+        final, its reason saying why.
+        """
+        if not outcome.kind.retryable:
+            return outcome
+        if not replayable:
+            why = "the request body cannot be replayed"
+        elif idempotent or isinstance(outcome.error, _NOT_SENT):
+            return outcome
+        elif outcome.error is not None:
+            why = "may have reached the server; not idempotent"
+        else:
+            why = "not idempotent"
+        return Outcome(OutcomeKind.NOT_RETRYABLE, f"{outcome.reason} ({why})", outcome.error, outcome.result)
 
     # --------------------------------------------------------------------------- responses
     def status_kind(self, response: httpx.Response, code: str | None) -> tuple[OutcomeKind, str]:
@@ -271,12 +296,20 @@ def body_replay(request: httpx.Request) -> Replay:
         return Replay(True)
     inner = getattr(stream, "_stream", None)
     if inner is not None and hasattr(inner, "read") and hasattr(inner, "seek"):
+        if inspect.iscoroutinefunction(inner.seek) or inspect.iscoroutinefunction(inner.tell):
+            # An async file (anyio.open_file, trio.open_file): rewind the file it wraps, whose
+            # tell() and seek() answer at once; an async file-like object without one is not replayed.
+            inner = getattr(inner, "wrapped", None)
+            if inner is None or inspect.iscoroutinefunction(getattr(inner, "seek", None)):
+                return Replay(False)
         try:
             if not inner.seekable():
                 return Replay(False)
             position = inner.tell()
         except (OSError, ValueError, AttributeError):
             return Replay(False)
+        if type(position) is not int:
+            return Replay(False)  # not a position we know how to return to
         return Replay(True, lambda: inner.seek(position))
     fields = getattr(stream, "fields", None)
     if fields is not None:  # multipart: httpx rewinds seekable file fields itself

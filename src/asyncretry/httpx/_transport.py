@@ -1,9 +1,22 @@
 """`AsyncRetryTransport` and `RetryTransport`: every request of an httpx client made resilient.
 
-Both wrap another transport (default: httpx's own) and send each request through the retry engine:
-classification, quota-bounded retries, jittered backoff honouring ``Retry-After``, the adaptive rate
-limiter (adaptive mode), a fixed per-scope rate limit and circuit breaking. State is kept per scope,
-by default the request's origin.
+Both wrap another transport (default: httpx's own, built from the options given) and drive each request
+through the retry engine, as a thin loop over its public integration API. A 503 then a 200, hop by hop::
+
+    transport                                   engine
+    ---------                                   ------
+    plan: scope, body replay, idempotency
+    retrier.attempts(judge=plan.judge)    ->    a call in the scope (quota, limiter, breaker)
+    attempts.start()                      ->    admitted: attempt 1
+    send; 503: attempt.classify_result()
+    leave `async with attempt`            ->    judged (plan.judge: may it be sent again?), the limiter
+                                                and breaker told, the core decides: RETRY after d s
+    close the 503; attempts.start()       ->    sleeps d, admitted: attempt 2
+    send; 200; leave `async with attempt` ->    a success: the quota refunded, the call DONE
+    return the 200 with its RetryInfo
+
+Four hops between transport and engine; every rule (classification, the quota, the delay, giving up,
+whether a request may be sent again) is decided in one place, on every path, timeouts included.
 """
 
 from __future__ import annotations
@@ -13,27 +26,33 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
+import anyio
 import httpx
 
+from .._engine._attempt import Attempt
 from .._engine._classify import Outcome
 from .._engine._history import RetryHistory
 from .._engine._policy import RetryPolicy
-from .._engine._retrier import Attempt, Attempts, FirstSuccess, Retrier, RetrierStatistics, SyncAttempts, _Call, _Scope
+from .._engine._retrier import Attempts, Retrier, RetrierStatistics, SyncAttempts
+from .._exceptions import AsyncRetryError
 from .._primitives._clock import Clock, RandomSource
 from .._primitives._kinds import OutcomeKind
+from .._validate import check_bool, check_seconds
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
+from ._errors import as_httpx_error
 from ._retry_after import server_delay
 
-__all__ = ["EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "scope_by_origin"]
+__all__ = [
+    "EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "describe", "retry_info", "scope_by_origin",
+]
 
 EXTENSION = "asyncretry"
 """The key of asyncretry's entry in ``request.extensions`` (overrides) and ``response.extensions`` (report)."""
 
-_SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
+_SUCCESS = OutcomeKind.SUCCESS
 _OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body"})
 
 ScopeKey = Callable[[httpx.Request], str]
-
 
 _ORIGINS: dict[tuple[str, str, int | None], str] = {}
 
@@ -41,10 +60,7 @@ _ORIGINS: dict[tuple[str, str, int | None], str] = {}
 def scope_by_origin(request: httpx.Request) -> str:
     """The default scope of a request: its origin, ``scheme://host:port``."""
     url = request.url
-    # httpx keeps the parsed, normalised parts (lower-case scheme and host, port or None) in one tuple;
-    # reading them there costs a tenth of the public properties. Any other httpx: the properties.
-    parts = getattr(url, "_uri_reference", None)
-    key = (parts.scheme, parts.host, parts.port) if parts is not None else (url.scheme, url.host, url.port)
+    key = (url.scheme, url.host, url.port)
     origin = _ORIGINS.get(key)
     if origin is None:
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -55,8 +71,15 @@ def scope_by_origin(request: httpx.Request) -> str:
     return origin
 
 
+def describe(request: httpx.Request) -> str:
+    """What a log line or a span says of a request: its method and URL, without credentials or query."""
+    url = request.url
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{request.method} {url.scheme}://{url.host}{port}{url.path}"
+
+
 class RetryInfo:
-    """What the transport reports in ``response.extensions["asyncretry"]``.
+    """What the transport reports in ``response.extensions["asyncretry"]`` (read it with :func:`retry_info`).
 
     Attributes:
         attempts: attempts made (1 when the first one was final).
@@ -68,7 +91,7 @@ class RetryInfo:
 
     __slots__ = ("_call", "_history")
 
-    def __init__(self, call: _Call | FirstSuccess) -> None:
+    def __init__(self, call: Attempts | SyncAttempts) -> None:
         # Made for every response, so it only keeps the finished call and reads it when asked.
         self._call = call
         self._history: RetryHistory | None = None
@@ -83,7 +106,7 @@ class RetryInfo:
 
     @property
     def scope(self) -> str:
-        return self._call._scope.key
+        return self._call.scope_key
 
     @property
     def gave_up(self) -> str | None:
@@ -102,13 +125,25 @@ class RetryInfo:
         )
 
 
+def retry_info(response: httpx.Response) -> RetryInfo:
+    """The :class:`RetryInfo` of a response that came through a retry transport (typed).
+
+    Raises:
+        LookupError: the response did not come through :class:`AsyncRetryTransport` / :class:`RetryTransport`.
+    """
+    info = response.extensions.get(EXTENSION)
+    if not isinstance(info, RetryInfo):
+        raise LookupError("this response did not come through an asyncretry transport (no RetryInfo)")
+    return info
+
+
 _REPLAYABLE = Replay(True)
 
 
 class _Plan:
-    """What the transport settled for one request before sending it.
+    """What the transport settled for one request before sending it, and its one judge.
 
-    Made for every request, so the fields start as class attributes and whether the request is
+    Made for every request, so the fields start as class attributes, and whether the request is
     idempotent is only worked out when an outcome is retryable.
     """
 
@@ -119,17 +154,28 @@ class _Plan:
     read_body: bool
     policy: RetryPolicy | None = None
     idempotent_opt: bool | None = None
-    _idempotent: bool | None = None
 
-    @property
-    def idempotent(self) -> bool:
-        if self._idempotent is None:
-            self._idempotent = self.classifier.is_idempotent(self.request, self.idempotent_opt)
-        return self._idempotent
+    def judge(self, outcome: Outcome) -> Outcome:
+        """Whether this request may be sent again after a failed attempt (the engine asks on every path)."""
+        if not outcome.kind.retryable:
+            return outcome
+        return self.classifier.may_resend(
+            outcome,
+            idempotent=self.classifier.is_idempotent(self.request, self.idempotent_opt),
+            replayable=self.replay.ok,
+        )
+
+    def label(self) -> str:
+        return describe(self.request)
+
+    def rewind(self) -> None:
+        """Put a file body back where the first attempt started sending it."""
+        if self.replay.rewind is not None:
+            self.replay.rewind()
 
 
 class _Base:
-    """What the async and sync transports share: configuration, scopes, the per-request plan."""
+    """What the async and sync transports share: configuration, the per-request plan, judging responses."""
 
     def __init__(
         self,
@@ -145,16 +191,22 @@ class _Base:
         scope_idle_timeout: float,
         name: str,
         read_body: bool,
+        error_body_timeout: float,
     ) -> None:
-        self.read_body = read_body
+        self.read_body = check_bool("read_body", read_body)
+        self.error_body_timeout = check_seconds("error_body_timeout", error_body_timeout)
+        for what, value in (("scope_key", scope_key), ("wall_clock", wall_clock)):
+            if value is not None and not callable(value):
+                raise TypeError(f"{what} must be callable, got {value!r}")
         if retrier is not None:
             if policy is not None or clock is not None or rng is not None:
                 raise TypeError("pass either retrier or policy/clock/rng, not both")
+            if not isinstance(retrier, Retrier):
+                raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
             self.retrier = retrier
         else:
             self.retrier = Retrier(
-                policy, name=name, clock=clock, rng=rng, max_scopes=max_scopes,
-                scope_idle_timeout=scope_idle_timeout,
+                policy, name=name, clock=clock, rng=rng, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout,
             )
         self.classifier = classifier if classifier is not None else HttpClassifier()
         if not isinstance(self.classifier, HttpClassifier):
@@ -162,11 +214,6 @@ class _Base:
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None
-        # classifier.plain_success(status) for statuses below 400, settled once (the classifier is frozen)
-        judged = self.classifier.retry_if_response is not None
-        self._not_plain = frozenset(range(400)) if judged else (
-            self.classifier.transient_statuses | self.classifier.throttling_statuses
-        )
 
     @property
     def policy(self) -> RetryPolicy:
@@ -210,43 +257,20 @@ class _Base:
         plan.scope = scope if scope is not None else self._scope_key(request)
         return plan
 
-    def _resume(self, request: httpx.Request, scope: _Scope, started: float) -> tuple[_Plan, Attempts, Attempt]:
-        """The plan and the call of a request whose first attempt began on the quick path."""
-        attempts, attempt = Attempts._resume(self.retrier, scope, started)
-        return self._plan(request), attempts, attempt
+    def _plain(self, response: httpx.Response) -> bool:
+        """A response that needs no judging: no error status, nothing the classifier looks at."""
+        return response.status_code < 400 and self.classifier.plain_success(response.status_code)
 
-    def _error_outcome(self, error: Exception, plan: _Plan) -> Outcome | None:
-        return self.classifier.classify_error(error, idempotent=plan.idempotent, replayable=plan.replay.ok)
-
-    def _response_outcome(
-        self, response: httpx.Response, plan: _Plan, body: bytes | None, headers: Mapping[str, str]
-    ) -> Outcome:
+    def _outcome(self, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]) -> Outcome:
+        """What a response says of its attempt: its kind from status and error code, the delay the server asks."""
         status = response.status_code
-        if status < 400 and status not in self._not_plain:
-            return _SUCCESS  # the hot path: no reason string, no header parsing
         code = error_code_of_response(headers, body) if status >= 400 else None
         kind, reason = self.classifier.status_kind(response, code)
         if kind.retryable:
-            if not plan.replay.ok:
-                return Outcome(OutcomeKind.NOT_RETRYABLE, f"{reason} (the request body cannot be replayed)",
-                               result=response)
-            if not plan.idempotent:
-                return Outcome(OutcomeKind.NOT_RETRYABLE, f"{reason} (not idempotent)", result=response)
             delay = server_delay(headers, self._wall_clock)
             if delay is not None:
                 return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1])
         return Outcome(kind, reason, result=response)
-
-    @staticmethod
-    def _mark(attempt: Attempt, outcome: Outcome) -> None:
-        if outcome.kind is not OutcomeKind.SUCCESS:
-            attempt.classify_result(outcome)
-
-    @staticmethod
-    def _report(response: httpx.Response, call: _Call) -> httpx.Response:
-        # Each response has its own extensions dict (httpx and httpcore make one per response).
-        response.extensions[EXTENSION] = RetryInfo(call)
-        return response
 
     def _in_memory(self, response: httpx.Response) -> bytes | None:
         """The (decoded) body of a response that is already read, as mock transports give them;
@@ -259,10 +283,37 @@ class _Base:
         return content if len(content) <= self.classifier.max_error_body else None
 
     @staticmethod
-    def _peeked(response: httpx.Response, raw: bytes, rest: _Remaining | None) -> tuple[httpx.Response, bytes | None]:
+    def _peeked(response: httpx.Response, raw: bytes, rest: Any) -> tuple[httpx.Response, bytes | None]:
         """The response with the bytes read from it put back in front of its stream, and the decoded body."""
         response.stream = PrefixedStream(raw, rest)
         return response, (None if rest is not None else _decoded(response.headers, raw))
+
+    def _judge(self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str],
+               plan: _Plan) -> Outcome:
+        outcome = self._outcome(response, body, headers)
+        if outcome.kind is not _SUCCESS:
+            attempt.classify_result(outcome)
+        return outcome
+
+
+def _inner_async(transport: httpx.AsyncBaseTransport | None, options: dict[str, Any]) -> httpx.AsyncBaseTransport:
+    if transport is None:
+        return httpx.AsyncHTTPTransport(**options)
+    if options:
+        raise TypeError(f"pass either transport or the options of the transport to build ({sorted(options)}), not both")
+    if not isinstance(transport, httpx.AsyncBaseTransport):
+        raise TypeError(f"transport must be an httpx.AsyncBaseTransport (an async transport), got {transport!r}")
+    return transport
+
+
+def _inner_sync(transport: httpx.BaseTransport | None, options: dict[str, Any]) -> httpx.BaseTransport:
+    if transport is None:
+        return httpx.HTTPTransport(**options)
+    if options:
+        raise TypeError(f"pass either transport or the options of the transport to build ({sorted(options)}), not both")
+    if not isinstance(transport, httpx.BaseTransport):
+        raise TypeError(f"transport must be an httpx.BaseTransport (a sync transport), got {transport!r}")
+    return transport
 
 
 class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
@@ -271,8 +322,12 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     ``httpx.AsyncClient(transport=AsyncRetryTransport())`` gives every request AWS standard-mode
     retries; pass a :class:`RetryPolicy` for more (adaptive mode, a breaker, a deadline ...).
 
+    httpx ignores a client's transport options (``verify``, ``cert``, ``http2``, ``limits``, ``proxy``
+    ...) when a custom transport is given: pass them here instead, and they configure the
+    ``httpx.AsyncHTTPTransport`` built underneath.
+
     Args:
-        transport: the transport that really sends (default ``httpx.AsyncHTTPTransport()``).
+        transport: the transport that really sends (default ``httpx.AsyncHTTPTransport(**transport_options)``).
         policy: the retry policy (default ``RetryPolicy()``).
         retrier: an existing :class:`Retrier` to share state with (instead of policy/clock/rng).
         classifier: how HTTP outcomes are judged (default :class:`HttpClassifier`).
@@ -286,15 +341,19 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         name: a name for events and statistics.
         read_body: read every successful response's whole body inside the attempt, so that a body
             cut short is retried like any other failure (default ``False``: bodies stream to the caller).
+        error_body_timeout: the longest wait for an error body's first bytes, read for an error code
+            (seconds, default 0.25, never past the call's deadline); when it runs out the response is
+            judged by its status and headers alone.
+        **transport_options: keyword arguments of ``httpx.AsyncHTTPTransport`` (``verify``, ``cert``,
+            ``http2``, ``limits``, ``proxy``, ``uds``, ``local_address``, ``socket_options`` ...), for
+            the transport built when ``transport`` is not given.
 
     Per-request overrides go in ``request.extensions["asyncretry"]``: ``{"retry": False}``,
     ``{"policy": RetryPolicy(...)}``, ``{"scope": "orders-table"}``, ``{"idempotent": True}``,
-    ``{"read_body": True}``.
-    Every response carries a :class:`RetryInfo` in ``response.extensions["asyncretry"]``.
+    ``{"read_body": True}``. Every response carries a :class:`RetryInfo` (:func:`retry_info`).
 
-    Errors raised while the caller reads the body happen after the transport returned, out of its
-    reach; with ``read_body`` (or :func:`asyncretry.httpx.fetch`) the body is read inside the attempt
-    and such errors are retried too.
+    Everything the transport raises itself is an ``httpx.HTTPError`` (and still the asyncretry error:
+    see :mod:`asyncretry.httpx`).
     """
 
     def __init__(
@@ -312,123 +371,100 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         scope_idle_timeout: float = 600.0,
         name: str = "httpx",
         read_body: bool = False,
+        error_body_timeout: float = 0.25,
+        **transport_options: Any,
     ) -> None:
         super().__init__(
             policy=policy, retrier=retrier, classifier=classifier, scope_key=scope_key, clock=clock, rng=rng,
             wall_clock=wall_clock, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout, name=name,
-            read_body=read_body,
+            read_body=read_body, error_body_timeout=error_body_timeout,
         )
-        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
+        self._transport = _inner_async(transport, transport_options)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        retrier = self.retrier
-        scope = None
-        if not self.read_body and EXTENSION not in request.extensions and type(request.stream) is httpx.ByteStream:
-            # The common case (no overrides, a body of bytes): the first attempt starts before the call
-            # object exists, and a plain success never makes one.
-            started = retrier._clock.now()
-            scope = retrier._quick_scope(self._scope_key(request), started)
-        if scope is None:
-            plan = self._plan(request)
-            attempts = retrier.attempts(scope=plan.scope, policy=plan.policy)
-        else:
-            response = None
-            attempt: Attempt | None = None
-            try:
-                response = await self._transport.handle_async_request(request)
-                status = response.status_code
-                if status < 400 and status not in self._not_plain:
-                    done = retrier._quick_success(scope, started, retrier._clock.now())
-                    response.extensions[EXTENSION] = RetryInfo(done)
-                    return response
-                # Anything else is for the engine to judge: now the call needs its object.
-                plan, attempts, attempt = self._resume(request, scope, started)
-                response = await self._judge(attempt, response, plan)
-            except BaseException as error:
-                if attempt is None:
-                    plan, attempts, attempt = self._resume(request, scope, started)
-                if isinstance(error, Exception):
-                    await self._failed(attempt, error, plan, response)
-                if not await attempt.__aexit__(type(error), error, error.__traceback__):
-                    raise
-            else:
-                await attempt.__aexit__(None, None, None)
-                if not attempts.retrying:  # the call is over (a success, or it gave up on this response)
-                    return self._report(response, attempts)
-                await response.aclose()  # a discarded response must not keep its connection
-        async for attempt in attempts:
-            if attempt.number > 1 and plan.replay.rewind is not None:
-                plan.replay.rewind()
-            async with attempt:
+        plan = self._plan(request)
+        attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
+        response: httpx.Response | None = None
+        try:
+            while (attempt := await attempts.start()) is not None:
+                if attempt.number > 1:
+                    plan.rewind()
                 response = None
-                response = await self._send(attempt, request, plan)
-            if not attempts.retrying:
-                break  # the call is over: no need to ask the iterator (and catch its StopAsyncIteration)
-            if response is not None:
-                await response.aclose()  # a discarded response must not keep its connection
+                async with attempt:
+                    response = await self._send(attempt, request, plan, attempts)
+                if not attempts.retrying:
+                    break
+                await _discard(response)
+        except AsyncRetryError as error:
+            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
         assert response is not None
-        return self._report(response, attempts)
+        response.extensions[EXTENSION] = RetryInfo(attempts)
+        return response
 
-    async def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan) -> httpx.Response:
+    async def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts) -> httpx.Response:
         """One attempt: send, judge the response (marking the attempt), classify any error, re-raise it."""
         response = None
         try:
             response = await self._transport.handle_async_request(request)
-            status = response.status_code
-            if status < 400 and status not in self._not_plain and not plan.read_body:
+            if self._plain(response) and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
-            return await self._judge(attempt, response, plan)
+            headers = headers_read(response.headers)
+            body = None
+            if self.classifier.wants_body(response, headers):
+                try:
+                    body = self._in_memory(response)
+                except httpx.ResponseNotRead:  # still a stream (a real connection): read its start
+                    response, body = await self._peek_body(response, attempts)
+            outcome = self._judge(attempt, response, body, headers, plan)
+            if plan.read_body and outcome.kind is _SUCCESS:
+                await response.aread()
+            return response
         except Exception as error:
-            await self._failed(attempt, error, plan, response)
+            await _discard(response)
+            classified = self.classifier.error_outcome(error)
+            if classified is not None:
+                attempt.classify_error(classified)
+            raise
+        except BaseException:
+            await _discard(response)  # cancelled (our own attempt timeout too): never keep the connection
             raise
 
-    async def _judge(self, attempt: Attempt, response: httpx.Response, plan: _Plan) -> httpx.Response:
-        """Judge a response that is not a plain success: read an error code, mark the attempt."""
-        body = None
-        headers = headers_read(response.headers)
-        if self.classifier.wants_body(response, headers):
-            try:
-                body = self._in_memory(response)
-            except httpx.ResponseNotRead:  # still a stream (a real connection): read its start
-                response, body = await self._peek_body(response)
-        outcome = self._response_outcome(response, plan, body, headers)
-        if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
-            await response.aread()
-        if outcome is not _SUCCESS:
-            self._mark(attempt, outcome)
-        return response
-
-    async def _failed(self, attempt: Attempt, error: Exception, plan: _Plan, response: httpx.Response | None) -> None:
-        """An attempt raised: free its response, and classify the error with what only we know."""
-        if response is not None:
-            await response.aclose()
-        classified = self._error_outcome(error, plan)
-        if classified is not None:
-            attempt.classify_error(classified)
-
-    async def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
-        """Read up to ``max_error_body`` bytes of an error body, and keep them for the caller."""
+    async def _peek_body(self, response: httpx.Response, attempts: Attempts) -> tuple[httpx.Response, bytes | None]:
+        """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout``, kept for the caller."""
         limit = self.classifier.max_error_body
+        budget = self.error_body_timeout
+        remaining = attempts.remaining(self.retrier.clock.now())
+        if remaining is not None:
+            budget = min(budget, remaining)
         chunks: list[bytes] = []
         size = 0
         stream = response.stream
         iterator = stream.__aiter__()  # type: ignore[union-attr]
         finished = True
+        stalled = False
         try:
-            async for chunk in iterator:
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    finished = False
-                    break
+            with anyio.move_on_after(budget) as waited:
+                async for chunk in iterator:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
+                        finished = False
+                        break
+            stalled = waited.cancelled_caught
         except Exception:
             await response.aclose()
             raise
+        raw = b"".join(chunks)
+        if stalled:
+            # The body did not come in time: judge the response by its status and headers; whoever reads
+            # its body later gets what came, then an httpx.ReadTimeout (never a silently short body).
+            response.stream = PrefixedStream(raw, _Stalled(stream, budget))
+            return response, None
         if finished:
             # Read to the end, the stream still holds its connection until it is closed: close it now,
             # the caller gets the bytes from memory (the response itself stays open for the caller).
             await stream.aclose()  # type: ignore[union-attr]
-        return _Base._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
+        return _Base._peeked(response, raw, None if finished else _Remaining(iterator, stream))
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -437,8 +473,16 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         return f"<AsyncRetryTransport {self.retrier!r} over {type(self._transport).__name__}>"
 
 
+async def _discard(response: httpx.Response | None) -> None:
+    """Close a response nobody will read (a retried one), even while being cancelled, so that its
+    connection goes back to the pool and the retry's bookkeeping is not interrupted half-way."""
+    if response is not None:
+        with anyio.move_on_after(5.0, shield=True):
+            await response.aclose()
+
+
 class _Remaining:
-    """The rest of a partly read async stream (the iterator already started) and its closer."""
+    """The rest of a partly read stream (the iterator already started) and its closer."""
 
     def __init__(self, iterator: Any, stream: Any) -> None:
         self._iterator = iterator
@@ -450,6 +494,30 @@ class _Remaining:
 
     def __iter__(self) -> Any:
         yield from self._iterator
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _Stalled:
+    """The rest of an error body that stopped coming while it was peeked at: reading it is a ReadTimeout."""
+
+    def __init__(self, stream: Any, waited: float) -> None:
+        self._stream = stream
+        self._waited = waited
+
+    def _error(self) -> httpx.ReadTimeout:
+        return httpx.ReadTimeout(f"the error body stalled: nothing more came within {self._waited:g} s")
+
+    async def __aiter__(self) -> Any:
+        raise self._error()
+        yield b""  # pragma: no cover  (makes this an async generator)
+
+    def __iter__(self) -> Any:
+        raise self._error()
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -473,12 +541,12 @@ def _decoded(headers: httpx.Headers, raw: bytes) -> bytes | None:
 class RetryTransport(_Base, httpx.BaseTransport):
     """The synchronous twin of :class:`AsyncRetryTransport`, for ``httpx.Client``.
 
-    The same engine decisions (:class:`asyncretry.SyncAttempts`); waits block the calling thread.
-    Safe to share between threads: decisions on shared state are taken under a lock. A policy with
+    The same engine decisions (:meth:`Retrier.sync_attempts`); waits block the calling thread. Safe to
+    share between threads: decisions on shared state are taken under a lock. A policy with
     ``attempt_timeout`` is refused (use httpx's own timeouts in sync code) and so is an async
-    ``on_give_up`` hook.
+    ``on_give_up`` hook. An error body is read within httpx's own read timeout.
 
-    Args: as :class:`AsyncRetryTransport` (``transport`` defaults to ``httpx.HTTPTransport()``).
+    Args: as :class:`AsyncRetryTransport` (``transport`` defaults to ``httpx.HTTPTransport(**transport_options)``).
     """
 
     def __init__(
@@ -496,11 +564,13 @@ class RetryTransport(_Base, httpx.BaseTransport):
         scope_idle_timeout: float = 600.0,
         name: str = "httpx",
         read_body: bool = False,
+        error_body_timeout: float = 0.25,
+        **transport_options: Any,
     ) -> None:
         super().__init__(
             policy=policy, retrier=retrier, classifier=classifier, scope_key=scope_key, clock=clock, rng=rng,
             wall_clock=wall_clock, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout, name=name,
-            read_body=read_body,
+            read_body=read_body, error_body_timeout=error_body_timeout,
         )
         if self.policy.attempt_timeout is not None:
             raise ValueError(
@@ -509,50 +579,56 @@ class RetryTransport(_Base, httpx.BaseTransport):
             )
         if self.policy.on_give_up_is_async:
             raise ValueError("on_give_up must be a plain function for the synchronous RetryTransport")
-        self._transport = transport if transport is not None else httpx.HTTPTransport()
+        self._transport = _inner_sync(transport, transport_options)
         self._lock = threading.Lock()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
-        with self._lock:
-            attempts = SyncAttempts(
-                self.retrier, self.retrier._scope(plan.scope), plan.policy or self.policy, lock=self._lock
-            )
+        attempts = self.retrier.sync_attempts(
+            scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label, lock=self._lock
+        )
         response: httpx.Response | None = None
-        for attempt in attempts:
-            if attempt.number > 1 and plan.replay.rewind is not None:
-                plan.replay.rewind()
-            with attempt:
+        try:
+            while (attempt := attempts.start()) is not None:
+                if attempt.number > 1:
+                    plan.rewind()
                 response = None
-                try:
-                    response = self._transport.handle_request(request)
-                    status = response.status_code
-                    if status < 400 and status not in self._not_plain:
-                        outcome = _SUCCESS  # a plain success: no headers to read
-                    else:
-                        body = None
-                        headers = headers_read(response.headers)
-                        if self.classifier.wants_body(response, headers):
-                            try:
-                                body = self._in_memory(response)
-                            except httpx.ResponseNotRead:
-                                response, body = self._peek_body(response)
-                        outcome = self._response_outcome(response, plan, body, headers)
-                    if plan.read_body and outcome.kind is OutcomeKind.SUCCESS:
-                        response.read()
-                except Exception as error:
-                    if response is not None:
-                        response.close()
-                    classified = self._error_outcome(error, plan)
-                    if classified is not None:
-                        attempt.classify_error(classified)
-                    raise
-                if outcome is not _SUCCESS:
-                    self._mark(attempt, outcome)
-            if attempts.retrying and response is not None:
-                response.close()
+                with attempt:
+                    response = self._send(attempt, request, plan)
+                if not attempts.retrying:
+                    break
+                if response is not None:
+                    response.close()
+        except AsyncRetryError as error:
+            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
         assert response is not None
-        return self._report(response, attempts)
+        response.extensions[EXTENSION] = RetryInfo(attempts)
+        return response
+
+    def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan) -> httpx.Response:
+        response = None
+        try:
+            response = self._transport.handle_request(request)
+            if self._plain(response) and not plan.read_body:
+                return response
+            headers = headers_read(response.headers)
+            body = None
+            if self.classifier.wants_body(response, headers):
+                try:
+                    body = self._in_memory(response)
+                except httpx.ResponseNotRead:
+                    response, body = self._peek_body(response)
+            outcome = self._judge(attempt, response, body, headers, plan)
+            if plan.read_body and outcome.kind is _SUCCESS:
+                response.read()
+            return response
+        except Exception as error:
+            if response is not None:
+                response.close()
+            classified = self.classifier.error_outcome(error)
+            if classified is not None:
+                attempt.classify_error(classified)
+            raise
 
     def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
         limit = self.classifier.max_error_body
@@ -580,3 +656,4 @@ class RetryTransport(_Base, httpx.BaseTransport):
 
     def __repr__(self) -> str:
         return f"<RetryTransport {self.retrier!r} over {type(self._transport).__name__}>"
+

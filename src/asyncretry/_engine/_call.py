@@ -1,0 +1,429 @@
+"""The decision core: everything one call decides, and nothing that waits (SPEC section 1.1).
+
+A :class:`Call` takes the outcome of each attempt and the time, and answers what to do next; it never
+sleeps, sends or awaits (in the spirit of h11's sans-I/O state machines). The drivers
+(:mod:`asyncretry._engine._drivers`: ``async for``, ``for``, :meth:`Retrier.call`, the decorator, the
+httpx transports) do the waiting and the I/O around it::
+
+    driver                                   core (Call)
+    ------                                   -----------
+    wait for quota / rate / breaker
+    begin an attempt                    ->   begin(delay, probe)          the attempt's number
+    run it; judge its outcome (Attempt)
+    tell limiter and breaker (Scope)
+    settle                              ->   settle(...)                  DONE / GIVE_UP / PAY / RETRY
+    pay a retry's cost (Scope)          ->   paid(ok)                     RETRY / GIVE_UP
+    give back a success's tokens             (refund_due says how many)
+    sleep the delay, then begin again
+
+One invocation follows SPEC section 1.1: after a success the quota gets the last retry's cost back (or
+the success increment); a non-retryable outcome, the last attempt, an empty quota, a deadline or a
+breaker that would refuse the retry end the call; otherwise it sleeps the backoff (or the delay the
+server asked for) and tries again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._events import AttemptFinished, GaveUp, RetryScheduled, Throttled
+from .._exceptions import CircuitOpenError, RetriesExhausted, RetryCapacityExceeded
+from .._primitives._kinds import OutcomeKind
+from ._classify import Outcome
+from ._history import AttemptRecord, RetryHistory, attach_history
+from ._policy import GiveUpInfo, RetryPolicy
+from ._scopes import Scope
+from ._testmode import current_test_mode
+
+if TYPE_CHECKING:
+    from ._retrier import Retrier
+
+__all__ = ["DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label"]
+
+#: What :meth:`Call.settle` and :meth:`Call.paid` answer.
+DONE = 0  # the attempt succeeded: the call is over
+GIVE_UP = 1  # the call is over without success (``Call.gave_up`` says why)
+PAY = 2  # retry, once the driver has taken ``Call.due`` tokens from the quota (then :meth:`Call.paid`)
+RETRY = 3  # retry after ``Call.delay`` seconds
+
+Judge = Callable[[Outcome], Outcome]
+"""An integration's last word on a failed attempt's outcome (the httpx transports turn a retryable
+outcome of a request that cannot be sent again into a final one)."""
+
+Label = Callable[[], str]
+"""What a call is (``"GET https://host/path"``), worked out only when a log line or a span needs it."""
+
+_SUCCESS = OutcomeKind.SUCCESS
+_THROTTLING = OutcomeKind.THROTTLING
+
+
+class Call:
+    """The state and the decisions of one call.
+
+    Per-call objects are made for every call, so the fields that start at a constant are class
+    attributes (written on the instance only once they change): starting a call stays cheap.
+
+    Attributes:
+        number: the attempts begun so far.
+        gave_up: why the call gave up (``None`` while it runs, and after a success).
+        outcome: the last attempt's outcome.
+    """
+
+    number = 0
+    gave_up: str | None = None
+    outcome: Outcome | None = None
+    done = False
+    in_attempt = False
+    delay = 0.0  # the sleep before the next attempt
+    due = 0  # a retry's cost to pay (PAY: at once; in the quota's waiting mode: before the next attempt)
+    wait_for_quota = False  # the quota's waiting mode: the driver waits for `due` tokens before the next attempt
+    linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
+    refund_due = 0  # tokens a success gives back to the quota
+    probe = False  # the breaker admitted the current attempt as a half-open probe
+    last_error: BaseException | None = None
+    last_timeout = 0.0
+    hook: GiveUpInfo | None = None  # on_give_up, for the driver to run
+    pending: tuple[BaseException, BaseException | None] | None = None  # an error to raise instead (and its cause)
+    _cost: int | None = None  # the last retry's cost, refunded by a success (SPEC 1.1)
+    _previous_delay: float | None = None
+    _delays: tuple[float, ...] | list[float] = ()  # index i: the delay after attempt i + 1
+    # The attempts that failed: (number, started, duration, kind, reason, repr of the error).
+    _records: tuple[()] | list[tuple[int, float, float, OutcomeKind, str, str | None]] = ()
+    _final: tuple[int, float, float] | None = None  # the attempt that succeeded: number, started, ended
+    deadline_at = math.inf
+    timed = False  # a deadline or a per-attempt timeout: entering an attempt computes its time limit
+    no_wait = False
+    judge: Judge | None = None
+    label: Label | None = None
+
+    retrier: Retrier
+    scope: Scope
+    policy: RetryPolicy
+    started: float
+    max_attempts: int
+
+    def __init__(
+        self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float,
+        judge: Judge | None = None, label: Label | None = None,
+    ) -> None:
+        self.retrier = retrier
+        self.scope = scope
+        self.policy = policy
+        self.started = now
+        self.max_attempts = policy.max_attempts
+        if judge is not None:
+            self.judge = judge
+        if label is not None:
+            self.label = label
+        if policy.deadline is not None or policy.attempt_timeout is not None:
+            self.timed = True
+            if policy.deadline is not None:
+                self.deadline_at = now + _seconds(policy.deadline)
+        test = current_test_mode()
+        if test is not None:
+            self.no_wait = test.no_wait
+            if test.max_attempts is not None:
+                self.max_attempts = min(self.max_attempts, test.max_attempts)
+        retrier._calls += 1
+
+    # ------------------------------------------------------------------------ before an attempt
+    def begin(self, delay: float, probe: bool) -> int:
+        """Begin the next attempt (the driver waited and was admitted); returns its number."""
+        if self.in_attempt:
+            raise RuntimeError(
+                "each attempt must be entered with `async with attempt:` (or `with attempt:`) "
+                "before asking for the next one"
+            )
+        self.number = number = self.number + 1
+        self.in_attempt = True
+        if probe:
+            self.probe = True
+        retrier = self.retrier
+        retrier._attempts += 1
+        if number > 1:
+            retrier._retries += 1  # counted when it happens, never when a refusal stops it first
+        return number
+
+    def refuse(self, error: Exception, why: str, now: float) -> None:
+        """Something refused the next attempt before it began (quota, rate limit, breaker, backend)."""
+        self._give_up_common(error, why, now)
+        if self.policy.on_give_up is not None:
+            final = self.outcome
+            if final is None:  # no attempt was made: the refusal itself is what failed
+                final = Outcome(OutcomeKind.NOT_RETRYABLE, why, error)
+            self.hook = GiveUpInfo(self.scope.key, final, self.history())
+        last = self.last_error
+        if last is not None and error.__cause__ is None:
+            error.__cause__ = last
+
+    def abandon(self) -> None:
+        """The attempt was cancelled (or hit a BaseException): record nothing, free a probe's slot."""
+        self.in_attempt = False
+        self.done = True
+        if self.probe:
+            self.probe = False
+            breaker = self.scope.breaker
+            assert breaker is not None
+            breaker.release(True)
+
+    def refund_on_cancel(self) -> int:
+        """The retry that was paid for will not happen (cancelled while waiting): the tokens to give back."""
+        cost, self._cost = self._cost, None
+        return cost or 0
+
+    # ------------------------------------------------------------------------- after an attempt
+    def settle(self, number: int, started: float, outcome: Outcome, error: BaseException | None, now: float) -> int:
+        """Record how attempt ``number`` (begun at ``started``) ended at ``now``, and decide (SPEC 1.1).
+
+        Returns:
+            DONE, GIVE_UP, PAY (take :attr:`due` from the quota, then :meth:`paid`) or RETRY (sleep
+            :attr:`delay`; in the quota's waiting mode, first wait for :attr:`due` tokens).
+        """
+        self.in_attempt = False
+        self.probe = False
+        self.outcome = outcome
+        kind = outcome.kind
+        events = self.retrier.events
+        if kind is _THROTTLING and self.scope.limiter is None and events.wants(Throttled):
+            events.emit(Throttled(time=now, source=self.scope.key, reason=outcome.reason))  # (a limiter emits its own)
+        if events.wants(AttemptFinished):
+            events.emit(AttemptFinished(
+                time=now, source=self.scope.key, attempt=number, outcome=kind.value, reason=outcome.reason,
+                duration=now - started,
+            ))
+        if kind is _SUCCESS:
+            self._final = (number, started, now)
+            self.done = True
+            cost = self._cost
+            self.refund_due = cost if cost is not None else self.scope.success_increment
+            self.retrier._successes += 1
+            return DONE
+        if error is not None:
+            self.last_error = error
+        row = (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
+        if self._records:
+            self._records.append(row)  # type: ignore[union-attr]
+        else:
+            self._records = [row]
+        if not kind.retryable:
+            return self._give_up(outcome, error, "not_retryable", now)
+        if number >= self.max_attempts:
+            return self._give_up(outcome, error, "max_attempts", now)
+        self.delay, self._server_directed = self._plan_delay(outcome, kind, number)
+        quota = self.scope.quota
+        cost = quota.cost_of(kind) if quota is not None else 0
+        if cost and quota is not None and quota.config.circuit_breaker_mode:
+            self.due = cost
+            return PAY
+        if cost:
+            self.due = cost  # the quota's waiting mode: the driver waits for it before the next attempt
+            self.wait_for_quota = True
+        return self._checked(now)
+
+    def paid(self, ok: bool, now: float) -> int:
+        """The driver took (``ok``) or could not take the retry's cost from the quota: RETRY or GIVE_UP."""
+        cost, self.due = self.due, 0
+        outcome = self.outcome
+        assert outcome is not None
+        error = self.last_error if isinstance(self.last_error, Exception) else None
+        if not ok:
+            if getattr(self.policy, "long_polling", False):  # TODO(merge): the policy field
+                self.linger = self.delay  # the SDKs' long-polling rule: back off before returning the error
+            return self._give_up(outcome, error, "quota", now, cost=cost)
+        self._cost = cost
+        step = self._checked(now)
+        if step == GIVE_UP:
+            self._cost = None
+            self.refund_due = cost  # the retry it paid for will not happen
+        return step
+
+    def _checked(self, now: float) -> int:
+        """RETRY after :attr:`delay`, unless a deadline or the breaker would leave the retry no chance."""
+        outcome = self.outcome
+        assert outcome is not None
+        error = self.last_error if isinstance(self.last_error, Exception) else None
+        delay = self.delay
+        remaining = self.remaining(now) if delay > 0.0 or self.deadline_at != math.inf else None
+        if remaining is not None and delay >= remaining:
+            # A sleep that ends at the deadline leaves no time for the attempt it was for.
+            return self._give_up(outcome, error, "server_delay" if self._server_directed else "deadline", now)
+        if self.scope.retry_refused_for(delay):
+            return self._give_up(outcome, error, "breaker", now)  # never sleep and then be refused
+        return self._scheduled(now)
+
+    def take_refund(self) -> int:
+        """The tokens to give back to the quota now (a success's, or a paid retry's that will not happen)."""
+        amount, self.refund_due = self.refund_due, 0
+        return amount
+
+    def waited_for_quota(self) -> None:
+        """The driver took the cost a retry waited for (the quota's waiting mode)."""
+        self._cost, self.due, self.wait_for_quota = self.due, 0, False
+
+    def _scheduled(self, now: float) -> int:
+        delay = self.delay
+        self._previous_delay = delay
+        if self._delays:
+            self._delays.append(delay)  # type: ignore[union-attr]
+        else:
+            self._delays = [delay]
+        events = self.retrier.events
+        if events.wants(RetryScheduled):
+            outcome = self.outcome
+            assert outcome is not None
+            events.emit(RetryScheduled(
+                time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
+                reason=outcome.reason, server_directed=self._server_directed,
+            ))
+        return RETRY
+
+    _server_directed = False
+
+    def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int) -> tuple[float, bool]:
+        """The sleep before the next attempt: the backoff, or the delay the server asked for."""
+        policy = self.policy
+        backoff = policy.throttling_backoff if kind is OutcomeKind.THROTTLING else policy.backoff
+        assert backoff is not None
+        delay = backoff.delay(number, self.retrier._rng(), self._previous_delay)
+        server = outcome.server_delay
+        if server is None or not policy.honour_server_delay:
+            return delay, False
+        cap = _seconds(policy.max_server_delay)
+        if outcome.server_delay_is_hint:
+            if not policy.honour_amz_retry_after:
+                return delay, False
+            # AWS: the hint is clamped into [t, t + 5] around the computed backoff t (and capped).
+            return min(max(server, delay), delay + 5.0, max(cap, delay)), True
+        return min(server, cap), True
+
+    # -------------------------------------------------------------------------------- deadlines
+    def remaining(self, now: float) -> float | None:
+        """Seconds left before the call's deadline or the enclosing cancel scope's, ``None`` if unbounded."""
+        remaining = self.deadline_at - now
+        outer = _outer_remaining()
+        if outer is not None:
+            remaining = min(remaining, outer)
+        return None if remaining == math.inf else max(0.0, remaining)
+
+    def attempt_timeout(self, now: float) -> float | None:
+        """The time limit of an attempt beginning at ``now`` (the per-attempt timeout, the deadline)."""
+        timeout = _seconds(self.policy.attempt_timeout) if self.policy.attempt_timeout is not None else None
+        if self.deadline_at != math.inf:
+            left = max(0.0, self.deadline_at - now)
+            timeout = left if timeout is None else min(timeout, left)
+        if timeout is not None:
+            self.last_timeout = timeout
+        return timeout
+
+    # ---------------------------------------------------------------------------------- giving up
+    def _give_up_common(self, error: BaseException | None, why: str, now: float) -> None:
+        self.retrier._failures += 1
+        self.done = True
+        self.gave_up = why
+        if error is not None:
+            attach_history(error, self.history())
+        events = self.retrier.events
+        if events.wants(GaveUp):
+            last = self.outcome
+            # `reason` is a classification (metrics group by it): the last attempt's, or the
+            # refusal's class name; a refusal's message (token counts ...) would be unbounded.
+            events.emit(GaveUp(
+                time=now, source=self.scope.key, attempts=self.number, why=why,
+                outcome=last.kind.value if last else "none",
+                reason=last.reason if last else type(error).__name__,
+                elapsed=now - self.started,
+            ))
+
+    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float, cost: int = 0) -> int:
+        self._give_up_common(error, why, now)
+        history = self.history()
+        if self.policy.on_give_up is not None:
+            self.hook = GiveUpInfo(self.scope.key, outcome, history)
+        if error is not None and why in ("quota", "breaker"):
+            replacement = self._refusal(why, outcome, cost)
+            attach_history(replacement, history)
+            self.pending = (replacement, error)
+        return GIVE_UP
+
+    def _refusal(self, why: str, outcome: Outcome, cost: int) -> Exception:
+        """The error that says why a retry was refused (chained to the attempt's own error)."""
+        if why == "quota":
+            quota = self.scope.quota
+            assert quota is not None
+            return RetryCapacityExceeded(
+                available=quota.available, cost=cost or quota.cost_of(outcome.kind), name=quota.name
+            )
+        breaker = self.scope.breaker
+        assert breaker is not None
+        stats = breaker.statistics()
+        return CircuitOpenError(name=breaker.name, state=str(stats.state), retry_after=stats.retry_after)
+
+    def result_error(self) -> Exception:
+        """What the ``call`` form raises when the call gave up on a result (no exception to re-raise)."""
+        outcome = self.outcome
+        why = self.gave_up or "max_attempts"
+        error: Exception
+        if why == "quota":
+            assert outcome is not None
+            error = self._refusal(why, outcome, 0)
+        else:
+            reason = outcome.reason if outcome is not None else "none"
+            error = RetriesExhausted(
+                f"gave up ({why}) after {self.number} attempt(s); the last result was retryable: {reason}",
+                last_result=outcome.result if outcome is not None else None,
+                why=why,
+            )
+        attach_history(error, self.history())
+        return error
+
+    # -------------------------------------------------------------------------------- history
+    def history(self) -> RetryHistory:
+        """The record of this call so far."""
+        delays = self._delays
+        rows = list(self._records)
+        final = self._final
+        if final is not None:
+            number, started, ended = final
+            reason = self.outcome.reason if self.outcome is not None else "ok"
+            rows.append((number, started, ended - started, OutcomeKind.SUCCESS, reason, None))
+        records = tuple(
+            AttemptRecord(
+                number=n, started=s, duration=d, kind=k, reason=r,
+                delay_after=delays[i] if i < len(delays) else None, error=e,
+            )
+            for i, (n, s, d, k, r, e) in enumerate(rows)
+        )
+        ended = records[-1].started + records[-1].duration if records else self.retrier.clock.now()
+        return RetryHistory(
+            scope=self.scope.key, attempts=records, elapsed=ended - self.started, gave_up=self.gave_up
+        )
+
+    @property
+    def total_delay(self) -> float:
+        """Seconds of backoff scheduled so far."""
+        return sum(self._delays)
+
+    @property
+    def retrying(self) -> bool:
+        """True after an attempt failed and another will follow (the driver has not begun it yet)."""
+        return not self.done and self.number > 0 and not self.in_attempt
+
+
+def _outer_remaining() -> float | None:
+    """Seconds left before the enclosing cancel scope's deadline; ``None`` without one (or outside a loop)."""
+    try:
+        outer = anyio.current_effective_deadline()
+    except RuntimeError:  # no event loop: synchronous code has no cancel scopes
+        return None
+    if outer == math.inf:
+        return None
+    return outer - anyio.current_time()
+
+
+def _seconds(value: Any) -> float:
+    # The policy normalises durations to float seconds; this only narrows the declared type.
+    return value.total_seconds() if hasattr(value, "total_seconds") else float(value)

@@ -1,0 +1,406 @@
+"""The drivers: short loops that wait and send around the decision core (:class:`~._call.Call`).
+
+:class:`Attempts` is the async driver (``async for attempt in retrier.attempts(): async with attempt:``,
+and through it :meth:`Retrier.call`, the decorator, polling and the async httpx transport);
+:class:`SyncAttempts` is the synchronous one (``for attempt in ...: with attempt:``, the sync
+transport). Each has two steps, read top to bottom:
+
+- ``start``: wait for what the next attempt needs (the backoff, quota tokens in waiting mode, the
+  rate limits, the breaker's admission) and begin it;
+- ``end``: judge how it ended (:meth:`Attempt.judged`), tell the scope's limiter and breaker, let the
+  core decide (:meth:`Call.settle`), pay or refund the quota, and either retry or finish the call.
+
+What the two share is the decision core and the local bookkeeping (:func:`settle_locally`); only the
+waiting differs (``await`` or ``time.sleep``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+
+from .._events import logger
+from .._exceptions import BackendUnavailable, CircuitOpenError, RateLimitTimeout, RetryCapacityExceeded
+from .._primitives._breaker import CircuitBreaker
+from .._primitives._bucket import AsyncTokenBucket
+from .._primitives._limiter import AdaptiveRateLimiter
+from .._primitives._quota import RetryQuota
+from ._attempt import Attempt
+from ._call import DONE, PAY, RETRY, Call, Judge, Label
+from ._policy import GiveUpInfo, RetryPolicy
+from ._scopes import Scope
+
+if TYPE_CHECKING:
+    from ._retrier import Retrier
+
+__all__ = ["Attempts", "SyncAttempts", "settle_locally"]
+
+
+def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:
+    """End an attempt on local shared state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
+    outcome = attempt.judged(error)
+    scope = call.scope
+    scope.report(outcome.kind, outcome.reason, attempt._started, call.probe)
+    step = call.settle(attempt.number, attempt._started, outcome, error, now)
+    if step == PAY:
+        step = call.paid(scope.pay(call.due), now)
+    if call.refund_due:
+        scope.refund(call.take_refund())
+    return step
+
+
+def _log_hook_failure(info: GiveUpInfo) -> None:
+    # The caller must see the call's real error, not the hook's: log the hook's and go on.
+    logger.exception("asyncretry: the on_give_up hook failed for a call in scope %r", info.scope)
+
+
+class Attempts(Call):
+    """The attempts of one call: an async iterator of :class:`Attempt` (see :meth:`Retrier.attempts`).
+
+    After the loop, :attr:`gave_up` says why the call gave up on a result (``None`` if it succeeded),
+    :attr:`outcome` is the last outcome and :meth:`history` the full record.
+
+    Integrations that drive a call themselves (the httpx transport) use :meth:`start` and the attempt's
+    ``async with``, the same two steps the ``async for`` loop takes.
+    """
+
+    def __aiter__(self) -> Attempts:
+        return self
+
+    async def __anext__(self) -> Attempt:
+        attempt = await self.start()
+        if attempt is None:
+            raise StopAsyncIteration
+        return attempt
+
+    @property
+    def scope_key(self) -> str:
+        """The scope (resource) the call belongs to."""
+        return self.scope.key
+
+    # ------------------------------------------------------------------------------ start
+    async def start(self) -> Attempt | None:
+        """Wait for what the next attempt needs and begin it; ``None`` when the call is over.
+
+        Raises:
+            RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the next
+                attempt was refused before it began (chained to the last attempt's error).
+        """
+        if self.done:
+            return None
+        scope = self.scope
+        delay = 0.0
+        try:
+            if self.number:
+                delay = self.delay
+                if self.wait_for_quota:
+                    await self._wait_for_quota()
+                if delay > 0.0 and not self.no_wait:
+                    await self.retrier.clock.sleep(delay)
+            elif scope.first_cost:
+                self._pay_first(scope)
+            probe = await self._admit(scope)
+        except BaseException as error:
+            await self._refund_retry()
+            if isinstance(error, Exception) and self.done:
+                await self._finish()  # refused: the on_give_up hook runs before the error is raised
+            raise
+        attempt = Attempt(self)
+        number = self.begin(delay, probe)
+        if number == 1:
+            if delay == 0.0 and scope.bucket is None and scope.limiter is None:
+                attempt._started = self.started  # nothing was waited for: the attempt starts with the call
+        else:
+            attempt.number = number
+            attempt.delay_before = delay
+        return attempt
+
+    def _pay_first(self, scope: Scope) -> None:
+        quota = scope.quota
+        assert isinstance(quota, RetryQuota)  # SPEC's initial_try_cost: local quotas only
+        if not quota.try_acquire(scope.first_cost):
+            error = RetryCapacityExceeded(available=quota.available, cost=scope.first_cost, name=quota.name)
+            self.refuse(error, "quota", self.retrier.clock.now())
+            raise error
+
+    async def _wait_for_quota(self) -> None:
+        quota = self.scope.quota
+        assert quota is not None
+        remaining = self.remaining(self.retrier.clock.now())
+        if remaining == 0.0:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # cancellation first, as in _admit
+        try:
+            await quota.acquire(self.due, timeout=remaining)
+        except (RetryCapacityExceeded, BackendUnavailable) as error:
+            self.due = 0
+            self.refuse(error, "quota" if isinstance(error, RetryCapacityExceeded) else "backend",
+                        self.retrier.clock.now())
+            raise
+        self.waited_for_quota()
+
+    async def _admit(self, scope: Scope) -> bool:
+        """Wait for the rate limits, then ask the breaker; True when the attempt is a half-open probe."""
+        bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
+        try:
+            if bucket is not None or limiter is not None:
+                remaining = self.remaining(self.retrier.clock.now())
+                if remaining == 0.0:
+                    # No time left may mean an enclosing scope was cancelled: deliver that cancellation
+                    # rather than a RateLimitTimeout (which a caller catching Exception would retry).
+                    await anyio.lowlevel.checkpoint_if_cancelled()
+                if bucket is not None:
+                    await bucket.acquire(1, timeout=remaining)
+                if limiter is not None:
+                    await limiter.acquire(timeout=remaining)
+            if breaker is None:
+                return False
+            if isinstance(breaker, CircuitBreaker):
+                return breaker.acquire()
+            return await breaker.acquire()
+        except RateLimitTimeout as error:
+            self.refuse(error, "rate_limit", self.retrier.clock.now())
+            raise
+        except CircuitOpenError as error:
+            self.refuse(error, "breaker", self.retrier.clock.now())
+            raise
+        except BackendUnavailable as error:
+            self.refuse(error, "backend", self.retrier.clock.now())
+            raise
+
+    async def _refund_retry(self) -> None:
+        """A retry that was paid for will not happen (cancelled or refused before it began)."""
+        cost = self.refund_on_cancel()
+        if cost:
+            scope = self.scope
+            if scope.local:
+                scope.refund(cost)
+            else:
+                # A remote refund is a round trip: never lose it to the cancellation under way.
+                with anyio.CancelScope(shield=True):
+                    await scope.refund_remote(cost)
+
+    # -------------------------------------------------------------------------------- end
+    async def end(self, attempt: Attempt, error: BaseException | None) -> bool:
+        """Settle an attempt that ended by raising ``error`` (``None``: it returned).
+
+        Returns:
+            True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates).
+
+        Raises:
+            the error the call gave up with instead of ``error`` (an empty quota, an open breaker, a
+            remote backend that fails closed), chained to it.
+        """
+        assert error is None or isinstance(error, Exception)
+        now = self.retrier.clock.now()
+        if self.scope.local:
+            step = settle_locally(self, attempt, error, now)
+            if step == DONE:
+                return False
+        else:
+            step = await self._settle_remotely(attempt, error, now)
+        if step == RETRY:
+            return True
+        await self._finish()
+        return False
+
+    async def _settle_remotely(self, attempt: Attempt, error: Exception | None, now: float) -> int:
+        outcome = attempt.judged(error)
+        scope = self.scope
+        try:
+            await scope.report_remote(outcome.kind, outcome.reason, attempt._started, self.probe)
+            step = self.settle(attempt.number, attempt._started, outcome, error, now)
+            if step == PAY:
+                step = self.paid(await scope.pay_remote(self.due), now)
+            if self.refund_due:
+                await scope.refund_remote(self.take_refund())
+        except BackendUnavailable as failure:
+            self.refuse(failure, "backend", now)
+            await self._finish()
+            raise failure from error if error is not None else self.last_error
+        return step
+
+    async def _finish(self) -> None:
+        """The call is over without success: sleep a long-polling back-off, run on_give_up, raise what replaces the error."""
+        linger, self.linger = self.linger, 0.0
+        if linger > 0.0 and not self.no_wait:
+            await self.retrier.clock.sleep(linger)
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            assert self.policy.on_give_up is not None
+            try:
+                result = self.policy.on_give_up(hook)
+                if result is not None:
+                    await result
+            except Exception:
+                _log_hook_failure(hook)
+        _raise_pending(self)
+
+
+def _raise_pending(call: Call) -> None:
+    pending, call.pending = call.pending, None
+    if pending is not None:
+        error, cause = pending
+        raise error from cause
+
+
+class SyncAttempts(Call):
+    """The attempts of one call in synchronous code (``for attempt in ...: with attempt: ...``).
+
+    The same decisions as :class:`Attempts`; waits block the thread with :func:`time.sleep`. Threads
+    share a scope's quota, limiter and breaker: every step on them is taken under ``lock``.
+    """
+
+    def __init__(
+        self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float, *,
+        judge: Judge | None = None, label: Label | None = None, lock: AbstractContextManager[Any] | None = None,
+    ) -> None:
+        if not scope.local:
+            raise TypeError(
+                f"scope {scope.key!r} keeps state on a remote server, which needs the async driver; "
+                "use asyncretry.Attempts / AsyncRetryTransport"
+            )
+        super().__init__(retrier, scope, policy, now, judge, label)
+        self._lock = lock if lock is not None else nullcontext()
+
+    def __iter__(self) -> SyncAttempts:
+        return self
+
+    def __next__(self) -> Attempt:
+        attempt = self.start()
+        if attempt is None:
+            raise StopIteration
+        return attempt
+
+    @property
+    def scope_key(self) -> str:
+        """The scope (resource) the call belongs to."""
+        return self.scope.key
+
+    def start(self) -> Attempt | None:
+        """Wait (blocking the thread) for what the next attempt needs and begin it; ``None`` when over."""
+        if self.done:
+            return None
+        scope = self.scope
+        delay = 0.0
+        try:
+            if self.number:
+                delay = self.delay
+                if self.wait_for_quota:
+                    self._block_for_quota()
+                if delay > 0.0 and not self.no_wait:
+                    time.sleep(delay)
+            elif scope.first_cost:
+                with self._lock:
+                    self._pay_first(scope)
+            probe = self._admit(scope)
+        except BaseException as error:
+            cost = self.refund_on_cancel()
+            if cost:
+                with self._lock:
+                    scope.refund(cost)
+            if isinstance(error, Exception) and self.done:
+                self._finish()
+            raise
+        attempt = Attempt(self)
+        with self._lock:
+            number = self.begin(delay, probe)
+        if number != 1:
+            attempt.number = number
+            attempt.delay_before = delay
+        return attempt
+
+    _pay_first = Attempts._pay_first
+
+    def _block_for_quota(self) -> None:
+        quota = self.scope.quota
+        assert isinstance(quota, RetryQuota)
+        if not self._block_until(quota.try_acquire, quota.time_until_available, self.due):
+            error = RetryCapacityExceeded(available=quota.available, cost=self.due, name=quota.name)
+            self.due = 0
+            self.refuse(error, "quota", self.retrier.clock.now())
+            raise error
+        self.waited_for_quota()
+
+    def _admit(self, scope: Scope) -> bool:
+        bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
+        if bucket is not None:
+            assert isinstance(bucket, AsyncTokenBucket)
+            if not self._block_until(bucket.try_acquire, bucket.time_until_available, 1):
+                error = RateLimitTimeout(name=bucket.name, wait=bucket.time_until_available(1),
+                                         timeout=self._remaining_or_zero())
+                self.refuse(error, "rate_limit", self.retrier.clock.now())
+                raise error
+        if limiter is not None:
+            assert isinstance(limiter, AdaptiveRateLimiter)
+            if not self._block_until(lambda _n: limiter.try_acquire(), lambda _n: limiter.time_until_available(), 1):
+                error = RateLimitTimeout(name=limiter.name, wait=limiter.time_until_available(),
+                                         timeout=self._remaining_or_zero())
+                self.refuse(error, "rate_limit", self.retrier.clock.now())
+                raise error
+        if breaker is None:
+            return False
+        assert isinstance(breaker, CircuitBreaker)
+        try:
+            with self._lock:
+                return breaker.acquire()
+        except CircuitOpenError as error:
+            self.refuse(error, "breaker", self.retrier.clock.now())
+            raise
+
+    def _remaining_or_zero(self) -> float:
+        return self.remaining(self.retrier.clock.now()) or 0.0
+
+    def _block_until(self, take: Callable[[float], bool], wait_for: Callable[[float], float], n: float) -> bool:
+        """Poll ``take(n)`` and sleep the predicted wait until it succeeds or the deadline passes."""
+        while True:
+            with self._lock:
+                if take(n):
+                    return True
+            wait = wait_for(n)
+            remaining = self.remaining(self.retrier.clock.now())
+            if remaining is not None and wait > remaining:
+                return False
+            # Others may release tokens sooner than predicted (quota refunds): re-check at least every 50 ms.
+            time.sleep(min(wait, 0.05) if wait > 0 else 0.001)
+
+    def end_sync(self, attempt: Attempt, error: BaseException | None) -> bool:
+        """:meth:`Attempts.end` for synchronous code: True to swallow ``error`` and retry."""
+        assert error is None or isinstance(error, Exception)
+        now = self.retrier.clock.now()
+        with self._lock:
+            step = settle_locally(self, attempt, error, now)
+        if step == DONE:
+            return False
+        if step == RETRY:
+            return True
+        self._finish()
+        return False
+
+    def _finish(self) -> None:
+        linger, self.linger = self.linger, 0.0
+        if linger > 0.0 and not self.no_wait:
+            time.sleep(linger)
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            assert self.policy.on_give_up is not None
+            try:
+                result = self.policy.on_give_up(hook)
+            except Exception:
+                _log_hook_failure(hook)
+            else:
+                if result is not None:
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()  # an un-awaited coroutine would warn later
+                    logger.error("asyncretry: on_give_up returned an awaitable in synchronous code; "
+                                 "use a plain function in synchronous code")
+        _raise_pending(self)
+
+    def abandon(self) -> None:
+        with self._lock:
+            super().abandon()

@@ -1,0 +1,260 @@
+"""Scopes: the shared state of one resource (quota, limiter, breaker, fixed rate limit), and the table of them.
+
+A scope's parts are either in-process primitives, which answer at once, or parts kept on a server
+(:mod:`asyncretry._primitives._shared`), whose answers are awaited. :class:`Scope` is the thin I/O layer
+between the decision core and those parts: it tells them what an attempt's outcome was and pays or
+refunds the quota, synchronously for local parts (:meth:`Scope.report`) or with awaits for remote ones
+(:meth:`Scope.report_remote`). It decides nothing.
+
+The table keeps scopes in least-recently-used order, so that finding a scope to evict costs the same
+at 10 scopes or 100,000.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .._primitives._breaker import BreakerStatistics, CircuitBreaker
+from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
+from .._primitives._kinds import OutcomeKind
+from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
+from .._primitives._quota import QuotaStatistics, RetryQuota
+from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteLimiter, RemoteQuota
+
+__all__ = ["AnyBreaker", "AnyBucket", "AnyLimiter", "AnyQuota", "Scope", "ScopeStatistics", "ScopeTable", "given"]
+
+AnyQuota = RetryQuota | RemoteQuota
+AnyBreaker = CircuitBreaker | RemoteBreaker
+AnyLimiter = AdaptiveRateLimiter | RemoteLimiter
+AnyBucket = AsyncTokenBucket | RemoteBucket
+
+_THROTTLING = OutcomeKind.THROTTLING
+
+S = TypeVar("S")
+
+
+def given(source: Any, local: type, remote: type, key: str, what: str) -> Any:
+    """A shared part as given, or the one a factory makes for scope ``key``; ``None`` stays ``None``.
+
+    Raises:
+        TypeError: ``source`` (or what the factory made) is neither the local primitive nor its remote protocol.
+    """
+    if source is None or isinstance(source, (local, remote)):
+        return source
+    if callable(source):
+        made = source(key)
+        if not isinstance(made, (local, remote)):
+            raise TypeError(f"the {what} factory returned {made!r} for scope {key!r}, not a {local.__name__}")
+        return made
+    raise TypeError(f"{what} must be a {local.__name__} or a function making one per scope, got {source!r}")
+
+
+def check_part(source: Any, local: type, remote: type, what: str) -> None:
+    """Refuse at construction what :func:`given` would refuse at the first call of a scope."""
+    if source is None or isinstance(source, (local, remote)):
+        return
+    if isinstance(source, type) or not callable(source):
+        raise TypeError(f"{what} must be a {local.__name__} or a function making one per scope, got {source!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeStatistics:
+    """A snapshot of one scope's shared state (``None`` where the policy has no such part)."""
+
+    key: str
+    quota: QuotaStatistics | None
+    limiter: LimiterStatistics | None
+    breaker: BreakerStatistics | None
+    rate_limit: BucketStatistics | None
+    last_used: float
+
+
+class Scope:
+    """The shared state of one scope (one resource) and the I/O that tells it about attempts."""
+
+    __slots__ = (
+        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "local", "quota", "success_increment",
+    )
+
+    def __init__(
+        self,
+        key: str,
+        quota: AnyQuota | None,
+        limiter: AnyLimiter | None,
+        breaker: AnyBreaker | None,
+        bucket: AnyBucket | None,
+        now: float,
+    ) -> None:
+        self.key = key
+        self.quota = quota
+        self.limiter = limiter
+        self.breaker = breaker
+        self.bucket = bucket
+        self.last_used = now
+        #: every part answers at once (in-process primitives); otherwise the async driver awaits them
+        self.local = (
+            (quota is None or isinstance(quota, RetryQuota))
+            and (breaker is None or isinstance(breaker, CircuitBreaker))
+            and (limiter is None or isinstance(limiter, AdaptiveRateLimiter))
+            and (bucket is None or isinstance(bucket, AsyncTokenBucket))
+        )
+        config = quota.config if quota is not None else None
+        #: what a first attempt costs from the quota (SPEC's initial_try_cost, 0 by default)
+        self.first_cost = config.initial_try_cost if config is not None else 0
+        #: what a success that needed no retry gives back to the quota (SPEC 1.1)
+        self.success_increment = config.initial_try_success_increment if config is not None else 0
+
+    # -- what an attempt's outcome does to the limiter and the breaker (the one place)
+    def report(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
+        """Tell the limiter and a local breaker how an attempt ended (local state; never waits)."""
+        limiter = self.limiter
+        if limiter is not None:
+            # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to.
+            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started)
+        breaker = self.breaker
+        if breaker is not None:
+            assert isinstance(breaker, CircuitBreaker)
+            if kind.retryable:
+                breaker.record_failure(probe)
+            else:
+                breaker.record_success(probe)
+
+    async def report_remote(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
+        """:meth:`report` for a scope with parts on a server: the breaker's record is a round trip."""
+        limiter = self.limiter
+        if limiter is not None:
+            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started)
+        breaker = self.breaker
+        if breaker is None:
+            return
+        if isinstance(breaker, CircuitBreaker):
+            if kind.retryable:
+                breaker.record_failure(probe)
+            else:
+                breaker.record_success(probe)
+        else:
+            await breaker.record(success=not kind.retryable, probe=probe)
+
+    # -- the quota: pay for a retry, give tokens back
+    def pay(self, cost: int) -> bool:
+        """Take a retry's cost from a local quota now; False when it has too few tokens."""
+        quota = self.quota
+        assert isinstance(quota, RetryQuota)
+        return quota.try_acquire(cost)
+
+    async def pay_remote(self, cost: int) -> bool:
+        quota = self.quota
+        if isinstance(quota, RetryQuota):
+            return quota.try_acquire(cost)
+        assert quota is not None
+        return await quota.try_acquire(cost)
+
+    def refund(self, amount: int) -> None:
+        """Give ``amount`` tokens back to a local quota (a refund, or the success increment)."""
+        quota = self.quota
+        if quota is not None and amount:
+            assert isinstance(quota, RetryQuota)
+            quota.release(amount)
+
+    async def refund_remote(self, amount: int) -> None:
+        quota = self.quota
+        if quota is None or not amount:
+            return
+        if isinstance(quota, RetryQuota):
+            quota.release(amount)
+        else:
+            await quota.release(amount)
+
+    def retry_refused_for(self, delay: float) -> bool:
+        """Whether the breaker would still refuse an attempt after sleeping ``delay`` seconds."""
+        breaker = self.breaker
+        return breaker is not None and breaker.statistics().retry_after > delay
+
+    def busy(self) -> bool:
+        """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""
+        return any(part is not None and part.statistics().waiting for part in (self.bucket, self.limiter))
+
+    def statistics(self) -> ScopeStatistics:
+        return ScopeStatistics(
+            key=self.key,
+            quota=self.quota.statistics() if self.quota is not None else None,
+            limiter=self.limiter.statistics() if self.limiter is not None else None,
+            breaker=self.breaker.statistics() if self.breaker is not None else None,
+            rate_limit=self.bucket.statistics() if self.bucket is not None else None,
+            last_used=self.last_used,
+        )
+
+
+class ScopeTable:
+    """The scopes of a retrier by key, least recently used first.
+
+    Looking up a known key moves it to the end; a new key evicts idle scopes from the front, then, at
+    ``max_scopes``, the least recently used one that nobody waits on. Both cost O(1) (amortised) whatever
+    the number of scopes: scopes with waiters met at the front are moved back, and at most a few are
+    looked at for one new key.
+    """
+
+    __slots__ = ("_evicted", "_idle_timeout", "_make", "_max", "_on_evict", "_scopes")
+
+    _LOOK_AT = 8  # scopes examined from the front for one new key, at most
+
+    def __init__(
+        self,
+        make: Callable[[str, float], Scope],
+        max_scopes: int,
+        idle_timeout: float,
+        on_evict: Callable[[Scope, float], None],
+    ) -> None:
+        self._make = make
+        self._max = max_scopes
+        self._idle_timeout = idle_timeout
+        self._on_evict = on_evict
+        self._scopes: OrderedDict[str, Scope] = OrderedDict()
+        self._evicted = 0
+
+    def get(self, key: str, now: float) -> Scope:
+        """The scope of ``key``, made (and others evicted) if it is new; marks it used at ``now``."""
+        scopes = self._scopes
+        scope = scopes.get(key)
+        if scope is None:
+            self._evict(now)
+            scope = self._make(key, now)
+            scopes[key] = scope
+        else:
+            scopes.move_to_end(key)
+            scope.last_used = now
+        return scope
+
+    def _evict(self, now: float) -> None:
+        scopes = self._scopes
+        idle_before = now - self._idle_timeout
+        looked = 0
+        while scopes and looked < self._LOOK_AT:
+            key, oldest = next(iter(scopes.items()))
+            full = len(scopes) >= self._max
+            if not full and oldest.last_used > idle_before:
+                return  # the oldest scope is still in use, so is every other one
+            looked += 1
+            if oldest.busy():
+                scopes.move_to_end(key)  # a task waits on it: treat it as used now
+                oldest.last_used = now
+                continue
+            del scopes[key]
+            self._evicted += 1
+            self._on_evict(oldest, now)
+
+    @property
+    def evicted(self) -> int:
+        return self._evicted
+
+    def keys(self) -> list[str]:
+        return list(self._scopes)
+
+    def values(self) -> list[Scope]:
+        return list(self._scopes.values())
+
+    def __len__(self) -> int:
+        return len(self._scopes)

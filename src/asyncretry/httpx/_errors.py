@@ -1,0 +1,81 @@
+"""asyncretry's errors as httpx users catch them: ``except httpx.HTTPError`` sees everything the transports raise.
+
+Each class is both the asyncretry error (``except asyncretry.CircuitOpenError`` still works, with its
+attributes and attempt history) and an httpx transport error (its ``request`` is the request that
+failed)::
+
+    httpx.HTTPError
+    └── httpx.TransportError
+        ├── RetryCapacityExceededError   (also asyncretry.RetryCapacityExceeded)
+        ├── CircuitOpenHTTPError         (also asyncretry.CircuitOpenError)
+        ├── BackendUnavailableError      (also asyncretry.BackendUnavailable)
+        └── httpx.TimeoutException
+            ├── AttemptTimeoutError      (also asyncretry.AttemptTimeout)
+            └── RateLimitTimeoutError    (also asyncretry.RateLimitTimeout)
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from .._exceptions import (
+    AsyncRetryError,
+    AttemptTimeout,
+    BackendUnavailable,
+    CircuitOpenError,
+    RateLimitTimeout,
+    RetryCapacityExceeded,
+)
+
+__all__ = [
+    "AttemptTimeoutError",
+    "BackendUnavailableError",
+    "CircuitOpenHTTPError",
+    "RateLimitTimeoutError",
+    "RetryCapacityExceededError",
+    "as_httpx_error",
+]
+
+
+class RetryCapacityExceededError(RetryCapacityExceeded, httpx.TransportError):
+    """The retry quota refused a retry of this request (an :class:`asyncretry.RetryCapacityExceeded`)."""
+
+
+class CircuitOpenHTTPError(CircuitOpenError, httpx.TransportError):
+    """The circuit breaker refused this request (an :class:`asyncretry.CircuitOpenError`)."""
+
+
+class BackendUnavailableError(BackendUnavailable, httpx.TransportError):
+    """The shared-state backend failed closed for this request (an :class:`asyncretry.BackendUnavailable`)."""
+
+
+class AttemptTimeoutError(AttemptTimeout, httpx.TimeoutException):
+    """An attempt of this request ran past its time limit (an :class:`asyncretry.AttemptTimeout`)."""
+
+
+class RateLimitTimeoutError(RateLimitTimeout, httpx.TimeoutException):
+    """A rate limit would have made this request wait too long (an :class:`asyncretry.RateLimitTimeout`)."""
+
+
+_AS_HTTPX: dict[type[AsyncRetryError], type[AsyncRetryError]] = {
+    RetryCapacityExceeded: RetryCapacityExceededError,
+    CircuitOpenError: CircuitOpenHTTPError,
+    BackendUnavailable: BackendUnavailableError,
+    AttemptTimeout: AttemptTimeoutError,
+    RateLimitTimeout: RateLimitTimeoutError,
+}
+
+
+def as_httpx_error(error: AsyncRetryError, request: httpx.Request) -> AsyncRetryError:
+    """The same error object, now also the matching httpx error for ``request``.
+
+    The object keeps its identity, attributes, cause and attempt history: only its class becomes the
+    subclass above that is also an httpx error. An error of another class is returned as it is.
+    """
+    dual = _AS_HTTPX.get(type(error))
+    if dual is None:
+        return error  # already one of the classes above, or an error of another class
+    error.__class__ = dual
+    assert isinstance(error, httpx.HTTPError)
+    error.request = request
+    return error
