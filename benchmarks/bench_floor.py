@@ -5,10 +5,11 @@ Run on demand (never part of the test suite)::
     .venv/bin/python -m benchmarks.bench_floor            # about twenty seconds
     .venv/bin/python -m benchmarks.bench_floor --quick    # rough figures in a few seconds
 
-Issue 3 asks the success path of ``async for attempt in retrier.attempts(): async with attempt:`` to cost
-at most a tenth of tenacity's ``AsyncRetrying``; issue 4 asks ``AsyncRetryTransport`` (quota, breaker and
-classification on) to add no more to a successful request than httpx-retries does. Both budgets are
-measured here, in the same run as:
+The success-path targets: ``async for attempt in retrier.attempts(): async with attempt:`` costs at most
+0.15x tenacity's ``AsyncRetrying``, and ``AsyncRetryTransport`` (quota, breaker and classification on)
+adds at most twice what httpx-retries adds to a successful request (issue 14; the earlier targets, a
+tenth of tenacity and no more than httpx-retries, were shown by this benchmark to lie below the floor).
+Both budgets are measured here, in the same run as:
 
 * the *frame*: what the shape of the call costs with no work in it (the empty ``async for`` /
   ``async with`` protocol over an object that does nothing; a transport that only passes the request on);
@@ -34,12 +35,15 @@ import httpx
 from httpx_retries import Retry
 from httpx_retries import RetryTransport as HttpxRetriesTransport
 
-from asyncretry import AttemptFinished, CircuitBreakerConfig, Retrier, RetryPolicy
-from asyncretry._engine._retrier import Attempt, Attempts, FirstSuccess
+from asyncretry import Attempt, AttemptFinished, CircuitBreaker, CircuitBreakerConfig, Retrier, RetryPolicy, RetryQuota
 from asyncretry.httpx import AsyncRetryTransport, RetryInfo, scope_by_origin
 from benchmarks._common import Once, measure, ok
 from benchmarks.bench_engine import success_cases
 from benchmarks.bench_transport import Fixed
+
+
+class _Counters:
+    calls = attempts = successes = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +107,8 @@ class _PassOn(httpx.AsyncBaseTransport):
 
 
 async def engine_floor(calls: int, rounds: int) -> Floor:
-    retrier = Retrier(RetryPolicy())  # AWS standard mode with its retry quota, as in bench_engine
+    quota = RetryQuota()
+    retrier = Retrier(RetryPolicy(), quota=quota)  # AWS standard mode with its retry quota, as in bench_engine
 
     async def ours() -> Any:
         async for attempt in retrier.attempts():
@@ -122,35 +127,34 @@ async def engine_floor(calls: int, rounds: int) -> Floor:
 
     best = await measure([("ours", ours), ("frame", frame), ("tenacity", theirs), ("bare", ok)], calls, rounds)
     await ours()  # the scope exists
-    scope = next(iter(retrier._scopes.values()))
-    quota = scope.quota
-    assert quota is not None
-    clock, events = retrier._clock, retrier.events
+    clock, events = retrier.clock, retrier.events
+    tally = _Counters()
 
     def counters() -> None:
-        retrier._calls += 1
-        retrier._attempts += 1
-        retrier._successes += 1
+        tally.calls += 1
+        tally.attempts += 1
+        tally.successes += 1
 
     n = calls * 10
     parts = (
         Part("the empty async for / async with protocol", best["frame"] - best["bare"]),
         Part("two clock reads (the attempt's start and end)", _per_call(lambda: (clock.now(), clock.now()), n, rounds)),
-        Part("the per-call and per-attempt objects", _per_call(lambda: (Attempts(), Attempt()), n, rounds)),
-        Part("the quota's success refund (SPEC 1.1), quota full", _per_call(lambda: quota._refund(1), n, rounds)),
+        Part("the per-call and per-attempt objects", _per_call(lambda: (retrier.attempts(), Attempt()), n, rounds)),
+        Part("the quota's success refund (SPEC 1.1), quota full", _per_call(lambda: quota.release(1), n, rounds)),
         Part("the event check (AttemptFinished)", _per_call(lambda: events.wants(AttemptFinished), n, rounds)),
         Part("the retrier's counters (calls, attempts, successes)", _per_call(counters, n, rounds)),
     )
     return Floor(
-        "issue 3: success path <= 1/10 of tenacity", "1/10 of tenacity's success path",
-        (best["tenacity"] - best["bare"]) / 10, "asyncretry's success path", best["ours"] - best["bare"], parts,
+        "issue 14: success path <= 0.15x tenacity", "0.15x tenacity's success path",
+        (best["tenacity"] - best["bare"]) * 0.15, "asyncretry's success path", best["ours"] - best["bare"], parts,
     )
 
 
 async def transport_floor(calls: int, rounds: int) -> Floor:
     url = httpx.URL("https://example.test/items")
     inner = Fixed()
-    ours = AsyncRetryTransport(Fixed(), policy=RetryPolicy(breaker=CircuitBreakerConfig()))
+    quota, breaker = RetryQuota(), CircuitBreaker(CircuitBreakerConfig())
+    ours = AsyncRetryTransport(Fixed(), retrier=Retrier(RetryPolicy(), quota=quota, breaker=breaker))
     theirs = HttpxRetriesTransport(transport=Fixed(), retry=Retry(total=2, backoff_factor=0.0))
     passing = _PassOn(Fixed())
 
@@ -163,16 +167,13 @@ async def transport_floor(calls: int, rounds: int) -> Floor:
     cases = [("bare", send(inner)), ("ours", send(ours)), ("theirs", send(theirs)), ("pass", send(passing))]
     best = await measure(cases, calls, rounds)
     request = httpx.Request("GET", url)
-    scope = next(iter(ours.retrier._scopes.values()))
-    breaker, quota = scope.breaker, scope.quota
-    assert breaker is not None
-    assert quota is not None
-    clock, events = ours.retrier._clock, ours.retrier.events
+    clock, events = ours.retrier.clock, ours.retrier.events
     now = clock.now()
     response = httpx.Response(200)
+    finished = ours.retrier.attempts()
 
     def report() -> None:
-        response.extensions["asyncretry"] = RetryInfo(FirstSuccess(scope, now, now))
+        response.extensions["asyncretry"] = RetryInfo(finished)
 
     n = calls * 10
     parts = (
@@ -180,12 +181,13 @@ async def transport_floor(calls: int, rounds: int) -> Floor:
         Part("the scope key (the request's origin)", _per_call(lambda: scope_by_origin(request), n, rounds)),
         Part("two clock reads (the attempt's start and end)", _per_call(lambda: (clock.now(), clock.now()), n, rounds)),
         Part("the breaker's success sample", _per_call(lambda: breaker.record_success(False, now=now), n, rounds)),
-        Part("the quota's success refund (SPEC 1.1), quota full", _per_call(lambda: quota._refund(1), n, rounds)),
+        Part("the quota's success refund (SPEC 1.1), quota full", _per_call(lambda: quota.release(1), n, rounds)),
         Part("the event check (AttemptFinished)", _per_call(lambda: events.wants(AttemptFinished), n, rounds)),
         Part("the report in response.extensions", _per_call(report, n, rounds)),
     )
     return Floor(
-        "issue 4: success path adds <= httpx-retries", "httpx-retries' overhead", best["theirs"] - best["bare"],
+        "issue 14: the transport adds <= 2x httpx-retries", "2x httpx-retries' overhead",
+        2 * (best["theirs"] - best["bare"]),
         "asyncretry's overhead", best["ours"] - best["bare"], parts,
     )
 

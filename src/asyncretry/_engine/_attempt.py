@@ -9,12 +9,13 @@ again"). Every path, the timeout included, goes through that one function.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from .._exceptions import AttemptTimeout
 from .._primitives._kinds import OutcomeKind
+from ._call import DONE, RETRY, settle_locally
 from ._classify import Outcome
 
 if TYPE_CHECKING:
@@ -43,8 +44,7 @@ class Attempt:
     _cancel: anyio.CancelScope | None = None
     _started: float = -1.0  # read from the clock on entry (set earlier when already known)
 
-    def __init__(self, attempts: Attempts | SyncAttempts) -> None:
-        self._attempts = attempts
+    _attempts: Attempts | SyncAttempts  # set by the driver that makes it
 
     @property
     def started(self) -> float:
@@ -140,20 +140,25 @@ class Attempt:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        call = cast("Attempts", self._attempts)
         cancel = self._cancel
         if cancel is not None:
             self._cancel = None
             if cancel.__exit__(exc_type, exc, tb) and exc is not None:
                 # Our own per-attempt deadline cancelled the work: a timeout, judged like any failure.
-                timeout = AttemptTimeout(self._attempts.last_timeout)
-                self._marked = Outcome(OutcomeKind.TIMEOUT, "attempt timeout", timeout)
-                if not await self._attempts.end(self, timeout):
-                    raise timeout
+                exc = AttemptTimeout(call.last_timeout)
+                self._marked = Outcome(OutcomeKind.TIMEOUT, "attempt timeout", exc)
+                if not await call.end(self, exc):
+                    raise exc
                 return True
         if exc is not None and not isinstance(exc, Exception):
-            self._attempts.abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
+            call.abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
             return False
-        return await self._attempts.end(self, exc)
+        assert exc is None or isinstance(exc, Exception)
+        if call.scope.local:  # nothing to await before the decision: settle here, one coroutine less
+            step = settle_locally(call, self, exc, call.retrier.clock.now())
+            return step == RETRY or (step != DONE and await call.after(step))
+        return await call.end(self, exc)
 
     def __enter__(self) -> Attempt:
         if self._started < 0.0:
@@ -161,11 +166,12 @@ class Attempt:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        call = self._attempts
+        call = cast("SyncAttempts", self._attempts)
         if exc is not None and not isinstance(exc, Exception):
             call.abandon()
             return False
-        return call.end_sync(self, exc)  # type: ignore[union-attr]
+        assert exc is None or isinstance(exc, Exception)
+        return call.end_sync(self, exc)
 
     def __repr__(self) -> str:
         return f"<Attempt #{self.number} delay_before={self.delay_before:.3f}>"

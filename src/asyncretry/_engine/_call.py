@@ -33,6 +33,7 @@ import anyio
 from .._events import AttemptFinished, GaveUp, RetryScheduled, Throttled
 from .._exceptions import CircuitOpenError, RetriesExhausted, RetryCapacityExceeded
 from .._primitives._kinds import OutcomeKind
+from .._primitives._quota import RetryQuota
 from ._classify import Outcome
 from ._history import AttemptRecord, RetryHistory, attach_history
 from ._policy import GiveUpInfo, RetryPolicy
@@ -40,9 +41,10 @@ from ._scopes import Scope
 from ._testmode import current_test_mode
 
 if TYPE_CHECKING:
+    from ._attempt import Attempt
     from ._retrier import Retrier
 
-__all__ = ["DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label"]
+__all__ = ["DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "settle_locally"]
 
 #: What :meth:`Call.settle` and :meth:`Call.paid` answer.
 DONE = 0  # the attempt succeeded: the call is over
@@ -176,7 +178,7 @@ class Call:
         return cost or 0
 
     # ------------------------------------------------------------------------- after an attempt
-    def settle(self, number: int, started: float, outcome: Outcome, error: BaseException | None, now: float) -> int:
+    def settle(self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float) -> int:
         """Record how attempt ``number`` (begun at ``started``) ended at ``now``, and decide (SPEC 1.1).
 
         Returns:
@@ -206,7 +208,7 @@ class Call:
             self.last_error = error
         row = (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
         if self._records:
-            self._records.append(row)  # type: ignore[union-attr]
+            self._records.append(row)
         else:
             self._records = [row]
         if not kind.retryable:
@@ -411,6 +413,24 @@ class Call:
     def retrying(self) -> bool:
         """True after an attempt failed and another will follow (the driver has not begun it yet)."""
         return not self.done and self.number > 0 and not self.in_attempt
+
+
+def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:
+    """End an attempt on local shared state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
+    outcome = attempt.judged(error)
+    scope = call.scope
+    if scope.reports:
+        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe)
+    step = call.settle(attempt.number, attempt._started, outcome, error, now)
+    if step == PAY:
+        step = call.paid(scope.pay(call.due), now)
+    refund = call.refund_due
+    if refund:
+        call.refund_due = 0
+        quota = scope.quota
+        assert isinstance(quota, RetryQuota)
+        quota.release(refund)
+    return step
 
 
 def _outer_remaining() -> float | None:

@@ -10,7 +10,7 @@ transport). Each has two steps, read top to bottom:
 - ``end``: judge how it ended (:meth:`Attempt.judged`), tell the scope's limiter and breaker, let the
   core decide (:meth:`Call.settle`), pay or refund the quota, and either retry or finish the call.
 
-What the two share is the decision core and the local bookkeeping (:func:`settle_locally`); only the
+What the two share is the decision core and the local bookkeeping (:func:`~._call.settle_locally`); only the
 waiting differs (``await`` or ``time.sleep``).
 """
 
@@ -31,27 +31,24 @@ from .._primitives._bucket import AsyncTokenBucket
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
-from ._call import DONE, PAY, RETRY, Call, Judge, Label
+from ._call import DONE, PAY, RETRY, Call, Judge, Label, settle_locally
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
 
 if TYPE_CHECKING:
     from ._retrier import Retrier
 
-__all__ = ["Attempts", "SyncAttempts", "settle_locally"]
+__all__ = ["Attempts", "SyncAttempts"]
 
 
-def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:
-    """End an attempt on local shared state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
-    outcome = attempt.judged(error)
-    scope = call.scope
-    scope.report(outcome.kind, outcome.reason, attempt._started, call.probe)
-    step = call.settle(attempt.number, attempt._started, outcome, error, now)
-    if step == PAY:
-        step = call.paid(scope.pay(call.due), now)
-    if call.refund_due:
-        scope.refund(call.take_refund())
-    return step
+def _pay_first(call: Call, scope: Scope) -> None:
+    """Take SPEC's ``initial_try_cost`` for a first attempt, or refuse the call (local quotas only)."""
+    quota = scope.quota
+    assert isinstance(quota, RetryQuota)
+    if not quota.try_acquire(scope.first_cost):
+        error = RetryCapacityExceeded(available=quota.available, cost=scope.first_cost, name=quota.name)
+        call.refuse(error, "quota", call.retrier.clock.now())
+        raise error
 
 
 def _log_hook_failure(info: GiveUpInfo) -> None:
@@ -73,9 +70,13 @@ class Attempts(Call):
         return self
 
     async def __anext__(self) -> Attempt:
-        attempt = await self.start()
-        if attempt is None:
+        if self.done:
             raise StopAsyncIteration
+        attempt = self._begin_at_once()
+        if attempt is None:
+            attempt = await self._start_after_waiting()
+            if attempt is None:
+                raise StopAsyncIteration
         return attempt
 
     @property
@@ -91,6 +92,22 @@ class Attempts(Call):
             RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the next
                 attempt was refused before it began (chained to the last attempt's error).
         """
+        attempt = self._begin_at_once()
+        if attempt is None:
+            attempt = await self._start_after_waiting()
+        return attempt
+
+    def _begin_at_once(self) -> Attempt | None:
+        """The first attempt, begun at once when nothing may make it wait or refuse it; else ``None``."""
+        if self.number or not self.scope.admits_at_once():
+            return None
+        attempt = Attempt()
+        attempt._attempts = self
+        attempt._started = self.started  # nothing was waited for: the attempt starts with the call
+        self.begin(0.0, False)
+        return attempt
+
+    async def _start_after_waiting(self) -> Attempt | None:
         if self.done:
             return None
         scope = self.scope
@@ -103,30 +120,20 @@ class Attempts(Call):
                 if delay > 0.0 and not self.no_wait:
                     await self.retrier.clock.sleep(delay)
             elif scope.first_cost:
-                self._pay_first(scope)
+                _pay_first(self, scope)
             probe = await self._admit(scope)
         except BaseException as error:
             await self._refund_retry()
-            if isinstance(error, Exception) and self.done:
+            if isinstance(error, Exception) and self.gave_up is not None:
                 await self._finish()  # refused: the on_give_up hook runs before the error is raised
             raise
-        attempt = Attempt(self)
+        attempt = Attempt()
+        attempt._attempts = self
         number = self.begin(delay, probe)
-        if number == 1:
-            if delay == 0.0 and scope.bucket is None and scope.limiter is None:
-                attempt._started = self.started  # nothing was waited for: the attempt starts with the call
-        else:
+        if number != 1:
             attempt.number = number
             attempt.delay_before = delay
         return attempt
-
-    def _pay_first(self, scope: Scope) -> None:
-        quota = scope.quota
-        assert isinstance(quota, RetryQuota)  # SPEC's initial_try_cost: local quotas only
-        if not quota.try_acquire(scope.first_cost):
-            error = RetryCapacityExceeded(available=quota.available, cost=scope.first_cost, name=quota.name)
-            self.refuse(error, "quota", self.retrier.clock.now())
-            raise error
 
     async def _wait_for_quota(self) -> None:
         quota = self.scope.quota
@@ -177,15 +184,15 @@ class Attempts(Call):
         cost = self.refund_on_cancel()
         if cost:
             scope = self.scope
-            if scope.local:
-                scope.refund(cost)
+            if isinstance(scope.quota, RetryQuota):
+                scope.quota.release(cost)
             else:
                 # A remote refund is a round trip: never lose it to the cancellation under way.
                 with anyio.CancelScope(shield=True):
                     await scope.refund_remote(cost)
 
     # -------------------------------------------------------------------------------- end
-    async def end(self, attempt: Attempt, error: BaseException | None) -> bool:
+    async def end(self, attempt: Attempt, error: Exception | None) -> bool:
         """Settle an attempt that ended by raising ``error`` (``None``: it returned).
 
         Returns:
@@ -195,17 +202,19 @@ class Attempts(Call):
             the error the call gave up with instead of ``error`` (an empty quota, an open breaker, a
             remote backend that fails closed), chained to it.
         """
-        assert error is None or isinstance(error, Exception)
         now = self.retrier.clock.now()
         if self.scope.local:
             step = settle_locally(self, attempt, error, now)
-            if step == DONE:
-                return False
         else:
             step = await self._settle_remotely(attempt, error, now)
+        return await self.after(step)
+
+    async def after(self, step: int) -> bool:
+        """What the driver does once an attempt is settled: True to retry; else finish the call."""
         if step == RETRY:
             return True
-        await self._finish()
+        if step != DONE:
+            await self._finish()
         return False
 
     async def _settle_remotely(self, attempt: Attempt, error: Exception | None, now: float) -> int:
@@ -225,7 +234,7 @@ class Attempts(Call):
         return step
 
     async def _finish(self) -> None:
-        """The call is over without success: sleep a long-polling back-off, run on_give_up, raise what replaces the error."""
+        """The call is over without success: the long-polling back-off, on_give_up, then what replaces the error."""
         linger, self.linger = self.linger, 0.0
         if linger > 0.0 and not self.no_wait:
             await self.retrier.clock.sleep(linger)
@@ -296,25 +305,26 @@ class SyncAttempts(Call):
                     time.sleep(delay)
             elif scope.first_cost:
                 with self._lock:
-                    self._pay_first(scope)
+                    _pay_first(self, scope)
             probe = self._admit(scope)
         except BaseException as error:
             cost = self.refund_on_cancel()
             if cost:
                 with self._lock:
-                    scope.refund(cost)
-            if isinstance(error, Exception) and self.done:
+                    quota = scope.quota
+                    assert isinstance(quota, RetryQuota)
+                    quota.release(cost)
+            if isinstance(error, Exception) and self.gave_up is not None:
                 self._finish()
             raise
-        attempt = Attempt(self)
+        attempt = Attempt()
+        attempt._attempts = self
         with self._lock:
             number = self.begin(delay, probe)
         if number != 1:
             attempt.number = number
             attempt.delay_before = delay
         return attempt
-
-    _pay_first = Attempts._pay_first
 
     def _block_for_quota(self) -> None:
         quota = self.scope.quota
@@ -368,9 +378,8 @@ class SyncAttempts(Call):
             # Others may release tokens sooner than predicted (quota refunds): re-check at least every 50 ms.
             time.sleep(min(wait, 0.05) if wait > 0 else 0.001)
 
-    def end_sync(self, attempt: Attempt, error: BaseException | None) -> bool:
+    def end_sync(self, attempt: Attempt, error: Exception | None) -> bool:
         """:meth:`Attempts.end` for synchronous code: True to swallow ``error`` and retry."""
-        assert error is None or isinstance(error, Exception)
         now = self.retrier.clock.now()
         with self._lock:
             step = settle_locally(self, attempt, error, now)

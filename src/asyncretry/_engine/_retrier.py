@@ -111,7 +111,7 @@ class Retrier:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {name!r}")
         self.name = name
-        if clock is not None and not (callable(getattr(clock, "now", None)) and callable(getattr(clock, "sleep", None))):
+        if clock is not None and not all(callable(getattr(clock, method, None)) for method in ("now", "sleep")):
             raise TypeError(f"clock must have now() and sleep(seconds), got {clock!r}")
         #: the time source of every decision (the default reads the running event loop's clock)
         self.clock: Clock = clock if clock is not None else DEFAULT_CLOCK

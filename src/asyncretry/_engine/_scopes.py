@@ -12,7 +12,6 @@ at 10 scopes or 100,000.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -76,7 +75,8 @@ class Scope:
     """The shared state of one scope (one resource) and the I/O that tells it about attempts."""
 
     __slots__ = (
-        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "local", "quota", "success_increment",
+        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "local", "quota", "reports",
+        "success_increment", "unpaced",
     )
 
     def __init__(
@@ -101,11 +101,23 @@ class Scope:
             and (limiter is None or isinstance(limiter, AdaptiveRateLimiter))
             and (bucket is None or isinstance(bucket, AsyncTokenBucket))
         )
+        #: a limiter or a breaker hears of every attempt's outcome (:meth:`report`)
+        self.reports = limiter is not None or breaker is not None
         config = quota.config if quota is not None else None
         #: what a first attempt costs from the quota (SPEC's initial_try_cost, 0 by default)
         self.first_cost = config.initial_try_cost if config is not None else 0
         #: what a success that needed no retry gives back to the quota (SPEC 1.1)
         self.success_increment = config.initial_try_success_increment if config is not None else 0
+        #: nothing can make a first attempt wait or pay: no rate limit, no first-attempt cost
+        self.unpaced = not self.first_cost and bucket is None and limiter is None
+
+    def admits_at_once(self) -> bool:
+        """Whether a first attempt may begin without waiting or asking anything that could refuse it:
+        no quota cost, no rate limit, no breaker or a local one that is closed."""
+        if not self.unpaced:
+            return False
+        breaker = self.breaker
+        return breaker is None or (isinstance(breaker, CircuitBreaker) and breaker.is_closed)
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
     def report(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
@@ -152,13 +164,6 @@ class Scope:
         assert quota is not None
         return await quota.try_acquire(cost)
 
-    def refund(self, amount: int) -> None:
-        """Give ``amount`` tokens back to a local quota (a refund, or the success increment)."""
-        quota = self.quota
-        if quota is not None and amount:
-            assert isinstance(quota, RetryQuota)
-            quota.release(amount)
-
     async def refund_remote(self, amount: int) -> None:
         quota = self.quota
         if quota is None or not amount:
@@ -189,17 +194,18 @@ class Scope:
 
 
 class ScopeTable:
-    """The scopes of a retrier by key, least recently used first.
+    """The scopes of a retrier by key.
 
-    Looking up a known key moves it to the end; a new key evicts idle scopes from the front, then, at
-    ``max_scopes``, the least recently used one that nobody waits on. Both cost O(1) (amortised) whatever
-    the number of scopes: scopes with waiters met at the front are moved back, and at most a few are
-    looked at for one new key.
+    Using a known key only marks it used. A new key first evicts what it can from the front of the
+    table (oldest first in insertion order): an idle scope goes; one used since it was inserted gets a
+    second chance (it moves to the back, as a "clock" cache does); at ``max_scopes`` the least recently
+    used of those looked at goes. At most a few scopes are looked at for one new key, so a new key costs
+    the same at 10 scopes or 100,000; scopes that a task waits on are never evicted.
     """
 
     __slots__ = ("_evicted", "_idle_timeout", "_make", "_max", "_on_evict", "_scopes")
 
-    _LOOK_AT = 8  # scopes examined from the front for one new key, at most
+    LOOK_AT = 8  # scopes examined from the front for one new key, at most
 
     def __init__(
         self,
@@ -212,39 +218,41 @@ class ScopeTable:
         self._max = max_scopes
         self._idle_timeout = idle_timeout
         self._on_evict = on_evict
-        self._scopes: OrderedDict[str, Scope] = OrderedDict()
+        self._scopes: dict[str, Scope] = {}
         self._evicted = 0
 
     def get(self, key: str, now: float) -> Scope:
         """The scope of ``key``, made (and others evicted) if it is new; marks it used at ``now``."""
-        scopes = self._scopes
-        scope = scopes.get(key)
+        scope = self._scopes.get(key)
         if scope is None:
             self._evict(now)
-            scope = self._make(key, now)
-            scopes[key] = scope
+            scope = self._scopes[key] = self._make(key, now)
         else:
-            scopes.move_to_end(key)
             scope.last_used = now
         return scope
 
     def _evict(self, now: float) -> None:
         scopes = self._scopes
         idle_before = now - self._idle_timeout
-        looked = 0
-        while scopes and looked < self._LOOK_AT:
-            key, oldest = next(iter(scopes.items()))
-            full = len(scopes) >= self._max
-            if not full and oldest.last_used > idle_before:
-                return  # the oldest scope is still in use, so is every other one
-            looked += 1
-            if oldest.busy():
-                scopes.move_to_end(key)  # a task waits on it: treat it as used now
-                oldest.last_used = now
+        candidate: Scope | None = None  # at max_scopes: the least recently used one looked at
+        for _ in range(min(self.LOOK_AT, len(scopes))):
+            oldest = next(iter(scopes.values()))
+            if oldest.last_used <= idle_before and not oldest.busy():
+                self._drop(oldest, now)
                 continue
-            del scopes[key]
-            self._evicted += 1
-            self._on_evict(oldest, now)
+            if len(scopes) < self._max and oldest.last_used > idle_before:
+                return  # room left, and the front is in use: nothing to do
+            del scopes[oldest.key]  # a second chance: to the back
+            scopes[oldest.key] = oldest
+            if not oldest.busy() and (candidate is None or oldest.last_used < candidate.last_used):
+                candidate = oldest
+        if len(scopes) >= self._max and candidate is not None:
+            self._drop(candidate, now)
+
+    def _drop(self, scope: Scope, now: float) -> None:
+        del self._scopes[scope.key]
+        self._evicted += 1
+        self._on_evict(scope, now)
 
     @property
     def evicted(self) -> int:

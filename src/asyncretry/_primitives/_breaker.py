@@ -310,6 +310,12 @@ class CircuitBreaker:
         """The current state; an open circuit whose break has elapsed turns half-open on this read."""
         return self._refresh(self._clock.now())
 
+    @property
+    def is_closed(self) -> bool:
+        """Whether the circuit is closed: then :meth:`acquire` admits a normal call (``False``) and
+        changes nothing, so a caller may skip it. Reads no clock (only an open circuit changes with time)."""
+        return self._state is _CLOSED
+
     def acquire(self) -> bool:
         """Ask to make one attempt.
 

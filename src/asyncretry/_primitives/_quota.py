@@ -301,10 +301,8 @@ class RetryQuota:
             n: tokens to give back (>= 0), typically the cost of the retry that succeeded or
                 ``initial_try_success_increment``.
         """
-        self._refund(check_number("n", n, low=0.0))
-
-    def _refund(self, n: float) -> None:
-        """:meth:`release` for the engine, whose amounts come from a validated config (no check)."""
+        if type(n) is not int or n < 0:  # whole token counts (the engine's) need no further check
+            n = check_number("n", n, low=0.0)
         if n:
             self._bucket._put_back(n)
             self._released += n

@@ -9,22 +9,36 @@ from __future__ import annotations
 
 from ._classify import HttpClassifier as HttpClassifier
 from ._classify import error_code_of_response as error_code_of_response
+from ._errors import AttemptTimeoutError as AttemptTimeoutError
+from ._errors import BackendUnavailableError as BackendUnavailableError
+from ._errors import CircuitOpenHTTPError as CircuitOpenHTTPError
+from ._errors import RateLimitTimeoutError as RateLimitTimeoutError
+from ._errors import RetryCapacityExceededError as RetryCapacityExceededError
 from ._fetch import fetch as fetch
 from ._retry_after import server_delay as server_delay
 from ._transport import EXTENSION as EXTENSION
 from ._transport import AsyncRetryTransport as AsyncRetryTransport
 from ._transport import RetryInfo as RetryInfo
 from ._transport import RetryTransport as RetryTransport
+from ._transport import describe as describe
+from ._transport import retry_info as retry_info
 from ._transport import scope_by_origin as scope_by_origin
 
 __all__ = [
     "EXTENSION",
     "AsyncRetryTransport",
+    "AttemptTimeoutError",
+    "BackendUnavailableError",
+    "CircuitOpenHTTPError",
     "HttpClassifier",
+    "RateLimitTimeoutError",
+    "RetryCapacityExceededError",
     "RetryInfo",
     "RetryTransport",
+    "describe",
     "error_code_of_response",
     "fetch",
+    "retry_info",
     "scope_by_origin",
     "server_delay",
 ]

@@ -21,6 +21,7 @@ whether a request may be sent again) is decided in one place, on every path, tim
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -132,9 +133,9 @@ def retry_info(response: httpx.Response) -> RetryInfo:
         LookupError: the response did not come through :class:`AsyncRetryTransport` / :class:`RetryTransport`.
     """
     info = response.extensions.get(EXTENSION)
-    if not isinstance(info, RetryInfo):
-        raise LookupError("this response did not come through an asyncretry transport (no RetryInfo)")
-    return info
+    if isinstance(info, RetryInfo):
+        return info
+    raise LookupError("this response did not come through an asyncretry transport (no RetryInfo)")
 
 
 _REPLAYABLE = Replay(True)
@@ -341,9 +342,10 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         name: a name for events and statistics.
         read_body: read every successful response's whole body inside the attempt, so that a body
             cut short is retried like any other failure (default ``False``: bodies stream to the caller).
-        error_body_timeout: the longest wait for an error body's first bytes, read for an error code
-            (seconds, default 0.25, never past the call's deadline); when it runs out the response is
-            judged by its status and headers alone.
+        error_body_timeout: the longest wait for an error body, read for an error code (seconds,
+            default 0.25, and at most half the time left before the call's deadline); when it runs out
+            the response is judged by its status and headers alone (reading the rest of its body later
+            raises ``httpx.ReadTimeout``).
         **transport_options: keyword arguments of ``httpx.AsyncHTTPTransport`` (``verify``, ``cert``,
             ``http2``, ``limits``, ``proxy``, ``uds``, ``local_address``, ``socket_options`` ...), for
             the transport built when ``transport`` is not given.
@@ -418,7 +420,6 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             outcome = self._judge(attempt, response, body, headers, plan)
             if plan.read_body and outcome.kind is _SUCCESS:
                 await response.aread()
-            return response
         except Exception as error:
             await _discard(response)
             classified = self.classifier.error_outcome(error)
@@ -428,6 +429,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         except BaseException:
             await _discard(response)  # cancelled (our own attempt timeout too): never keep the connection
             raise
+        return response
 
     async def _peek_body(self, response: httpx.Response, attempts: Attempts) -> tuple[httpx.Response, bytes | None]:
         """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout``, kept for the caller."""
@@ -435,7 +437,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         budget = self.error_body_timeout
         remaining = attempts.remaining(self.retrier.clock.now())
         if remaining is not None:
-            budget = min(budget, remaining)
+            budget = min(budget, remaining / 2)  # never past the deadline: leave time to judge and answer
         chunks: list[bytes] = []
         size = 0
         stream = response.stream
@@ -451,6 +453,8 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                         finished = False
                         break
             stalled = waited.cancelled_caught
+        except httpx.ReadTimeout:
+            stalled = True  # httpx's own read timeout came first: the same as running out of budget
         except Exception:
             await response.aclose()
             raise
@@ -465,6 +469,11 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             # the caller gets the bytes from memory (the response itself stays open for the caller).
             await stream.aclose()  # type: ignore[union-attr]
         return _Base._peeked(response, raw, None if finished else _Remaining(iterator, stream))
+
+    @property
+    def inner(self) -> httpx.AsyncBaseTransport:
+        """The transport that really sends (the one given, or the one built from the options)."""
+        return self._transport
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -510,11 +519,14 @@ class _Stalled:
         self._waited = waited
 
     def _error(self) -> httpx.ReadTimeout:
-        return httpx.ReadTimeout(f"the error body stalled: nothing more came within {self._waited:g} s")
+        within = "httpx's read timeout" if math.isnan(self._waited) else f"{self._waited:g} s"
+        return httpx.ReadTimeout(f"the error body stalled: nothing more came within {within}")
 
-    async def __aiter__(self) -> Any:
+    def __aiter__(self) -> _Stalled:
+        return self
+
+    async def __anext__(self) -> bytes:
         raise self._error()
-        yield b""  # pragma: no cover  (makes this an async generator)
 
     def __iter__(self) -> Any:
         raise self._error()
@@ -621,7 +633,6 @@ class RetryTransport(_Base, httpx.BaseTransport):
             outcome = self._judge(attempt, response, body, headers, plan)
             if plan.read_body and outcome.kind is _SUCCESS:
                 response.read()
-            return response
         except Exception as error:
             if response is not None:
                 response.close()
@@ -629,6 +640,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
             if classified is not None:
                 attempt.classify_error(classified)
             raise
+        return response
 
     def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
         limit = self.classifier.max_error_body
@@ -644,12 +656,22 @@ class RetryTransport(_Base, httpx.BaseTransport):
                 if size > limit:
                     finished = False
                     break
+        except httpx.ReadTimeout:
+            # A blocking read cannot be given a budget of its own: httpx's read timeout is the budget.
+            # As in the async transport, the response is then judged by its status and headers.
+            response.stream = PrefixedStream(b"".join(chunks), _Stalled(stream, math.nan))
+            return response, None
         except Exception:
             response.close()
             raise
         if finished:
             stream.close()  # type: ignore[union-attr]  # as in the async transport: release the connection now
         return _Base._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
+
+    @property
+    def inner(self) -> httpx.BaseTransport:
+        """The transport that really sends (the one given, or the one built from the options)."""
+        return self._transport
 
     def close(self) -> None:
         self._transport.close()
