@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from .._events import GLOBAL_EVENTS, BudgetExhausted, BudgetRestored, EventBus
-from .._validate import check_int, check_number, check_seconds
+from .._validate import check_int, check_number
 from ._clock import DEFAULT_CLOCK, Clock
 
 __all__ = ["BudgetStatistics", "RetryBudget", "RetryBudgetConfig"]
