@@ -266,8 +266,8 @@ class RedisRetryBudget:
                     f"the backend tries again in {self._backend.statistics().next_probe_in:.3g} s"
                 )
             allowed = self._local.try_spend()
-            self._last_spent, self._last_local = (0, True) if allowed else (None, False)
             if allowed:
+                self._last_spent, self._last_local = 0, True
                 self._retries_total += 1
             else:
                 self._refused += 1
