@@ -111,7 +111,7 @@ def test_the_config_is_frozen() -> None:
 def test_a_value_out_of_range_is_refused_naming_it(field: str, value: object, message: str) -> None:
     """Each setting out of its range raises ValueError naming the setting, the value and the range."""
     with pytest.raises(ValueError, match=re.escape(message)):
-        RetryBudgetConfig(**{field: value})
+        RetryBudgetConfig(**{field: value})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_a_value_out_of_range_is_refused_naming_it(field: str, value: object, me
 def test_a_value_of_the_wrong_type_is_a_type_error(field: str, value: object) -> None:
     """A bool, a string or None where a number belongs raises TypeError naming the setting."""
     with pytest.raises(TypeError, match=field):
-        RetryBudgetConfig(**{field: value})
+        RetryBudgetConfig(**{field: value})  # type: ignore[arg-type]
 
 
 def test_a_budget_that_allows_nothing_is_refused() -> None:
@@ -427,8 +427,7 @@ async def test_concurrent_calls_sharing_a_budget_keep_the_bound() -> None:
 @st.composite
 def operations(draw: st.DrawFn) -> list[tuple[str, float]]:
     kinds = st.sampled_from(["request", "request", "spend", "spend", "refund", "wait"])
-    steps = draw(st.lists(st.tuples(kinds, st.sampled_from([0.25, 0.5, 1.0, 2.5, 7.0])), max_size=120))
-    return steps
+    return draw(st.lists(st.tuples(kinds, st.sampled_from([0.25, 0.5, 1.0, 2.5, 7.0])), max_size=120))
 
 
 @given(
@@ -497,4 +496,4 @@ def test_the_docs_have_examples() -> None:
 @pytest.mark.parametrize("index", range(len(_examples()) if DOCS.exists() else 0))
 def test_the_docs_examples_run(index: int) -> None:
     """Each Python example of docs/retry-budget.md runs to the end (its asserts state what it shows)."""
-    exec(compile(_examples()[index], f"{DOCS.name}[{index}]", "exec"), {"__name__": "docs_example"})  # noqa: S102
+    exec(compile(_examples()[index], f"{DOCS.name}[{index}]", "exec"), {"__name__": "docs_example"})

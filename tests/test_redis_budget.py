@@ -230,7 +230,9 @@ async def test_after_an_outage_the_shared_window_is_used_again(own_redis_server:
         ({"config": 0.1}, TypeError, "config must be a RetryBudgetConfig"),
     ],
 )
-def test_bad_settings_are_refused_at_construction(options: dict[str, Any], error: type[Exception], message: str) -> None:
+def test_bad_settings_are_refused_at_construction(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
     """Every setting is checked when the budget is made; the message names it and its range."""
     with pytest.raises(error, match=re.escape(message)):
         RedisRetryBudget("redis://127.0.0.1:1/0", **options)
