@@ -17,6 +17,8 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
 from asyncretry import (
     BudgetExhausted,
@@ -26,6 +28,7 @@ from asyncretry import (
     EventBus,
     RetryBudget,
     RetryBudgetConfig,
+    otel,
 )
 from asyncretry.testing import VirtualClock
 
@@ -325,6 +328,35 @@ def test_the_repr_shows_the_state() -> None:
     assert repr(budget) == (
         "<RetryBudget 'api' retries=11/11 requests=10 window=10s ratio=0.1 floor=1/s refused=1 exhausted>"
     )
+
+
+@pytest.mark.anyio
+async def test_opentelemetry_counts_episodes_and_reads_what_is_available() -> None:
+    """asyncretry.budget.exhaustions counts episodes; asyncretry.budget.available reads an observed budget."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    bus = EventBus()
+    with otel.instrument(meter_provider=provider, bus=bus) as instrumentation:
+        config = RetryBudgetConfig(ratio=0.5, min_retries_per_second=0.2, window=10)
+        budget = RetryBudget(config, name="api", events=bus)
+        instrumentation.observe(budget, attributes={"service": "billing"})
+        assert spend_all(budget) == 2
+        assert not budget.try_spend()  # the same episode
+        budget.record_request()  # 2.5 allowed, 2 held: 0.5 available
+        found: dict[str, dict[frozenset[tuple[str, Any]], Any]] = {}
+        data = reader.get_metrics_data()
+        assert data is not None
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    for point in metric.data.data_points:
+                        assert isinstance(point, NumberDataPoint)
+                        found.setdefault(metric.name, {})[frozenset((point.attributes or {}).items())] = point.value
+    provider.shutdown()
+    assert found["asyncretry.budget.exhaustions"] == {frozenset({"asyncretry.scope": "api"}.items()): 1}
+    assert found["asyncretry.budget.available"] == {
+        frozenset({"asyncretry.scope": "api", "service": "billing"}.items()): 0.5
+    }
 
 
 # -- the issue's figures, in virtual time
