@@ -30,7 +30,7 @@ from asyncretry import (
     RetryBudgetConfig,
     otel,
 )
-from asyncretry.testing import VirtualClock
+from asyncretry.testing import VirtualClock, virtual_time_loop
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "retry-budget.md"
 
@@ -526,6 +526,12 @@ def test_the_docs_have_examples() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(_examples()) if DOCS.exists() else 0))
-def test_the_docs_examples_run(index: int) -> None:
-    """Each Python example of docs/retry-budget.md runs to the end (its asserts state what it shows)."""
+def test_the_docs_examples_run(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Python example of docs/retry-budget.md runs to the end in virtual time (its asserts state what it shows)."""
+    real_run = anyio.run
+
+    def virtual_run(func: Callable[[], Any]) -> Any:
+        return real_run(func, backend_options={"loop_factory": virtual_time_loop})
+
+    monkeypatch.setattr(anyio, "run", virtual_run)
     exec(compile(_examples()[index], f"{DOCS.name}[{index}]", "exec"), {"__name__": "docs_example"})
