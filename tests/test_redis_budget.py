@@ -6,11 +6,14 @@ import asyncio
 import multiprocessing
 import queue
 import re
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncretry import (
     BackendRecovered,
@@ -20,6 +23,7 @@ from asyncretry import (
     BudgetRestored,
     Event,
     EventBus,
+    RetryBudget,
     RetryBudgetConfig,
 )
 from asyncretry._primitives._shared import RemoteBudget
@@ -245,6 +249,48 @@ def test_a_timedelta_sync_interval_is_seconds() -> None:
         "<RedisRetryBudget 'api' key='asyncretry:budget:api' retries=0/100 requests=0 shared "
         "on_unavailable='fail_open'>"
     )
+
+
+@settings(max_examples=25)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["request", "request", "spend", "spend", "refund", "age"]), st.integers(1, 12)),
+        max_size=40,
+    ),
+    ratio=st.sampled_from([0.1, 0.29, 1.0]),
+    floor=st.sampled_from([0.0, 0.005, 0.02]),
+)
+def test_the_script_answers_exactly_as_the_local_budget(
+    redis_server: RedisServer, ops: list[tuple[str, int]], ratio: float, floor: float
+) -> None:
+    """Whatever the requests, retries, refunds and time, the Lua window gives the local budget's answers and counts."""
+    config = RetryBudgetConfig(ratio=ratio, min_retries_per_second=floor, window=600, slices=10)
+
+    async def run() -> None:
+        clock = VirtualClock()
+        local = RetryBudget(config, clock=clock)
+        local.statistics()  # slice 0 starts now, as the key's does below
+        async with RedisBackend(redis_server.url, prefix=f"prop:{uuid.uuid4().hex}:") as backend:
+            shared = RedisRetryBudget(backend, config, name="property", sync_interval=0)
+            await shared.flush()
+            for kind, amount in ops:
+                if kind == "request":
+                    local.record_request()
+                    await shared.record_request()
+                elif kind == "spend":
+                    assert await shared.try_spend() is local.try_spend()
+                elif kind == "refund":
+                    local.refund()
+                    shared.refund()
+                else:  # whole slices of 60 s go by
+                    age(redis_server, shared.key, amount * 60)
+                    clock.advance(amount * 60)
+                mine, theirs = local.statistics(), await shared.flush()
+                assert (theirs.requests, theirs.retries) == (mine.requests, mine.retries)
+                assert theirs.retries <= theirs.allowance + 1e-9
+            await backend.client.delete(shared.key)
+
+    asyncio.run(run())
 
 
 # -- a fleet of four processes
