@@ -268,6 +268,18 @@ def test_record_retry_counts_without_asking() -> None:
     assert not budget.try_spend()
 
 
+def test_a_caller_may_hand_over_the_time_it_just_read() -> None:
+    """record_request and try_spend take now= (the budget's clock, read by the caller) instead of reading it."""
+    budget, clock, _ = make(ratio=1, min_retries_per_second=0, window=10, slices=10)
+    budget.record_request(now=0.0)
+    assert budget.try_spend(now=5.0)
+    assert not budget.try_spend(now=5.0)
+    budget.record_request(now=10.5)  # slice 10: slice 0's request has left the window, slice 5's retry has not
+    clock.advance(10.5)
+    stats = budget.statistics()
+    assert (stats.requests, stats.retries) == (1, 1)
+
+
 # -- events, statistics, repr
 
 

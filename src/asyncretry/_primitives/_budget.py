@@ -235,9 +235,14 @@ class RetryBudget:
         """The time source the window slides on."""
         return self._clock
 
-    def record_request(self) -> None:
-        """Count one request (a call, before its first attempt): it earns ``ratio`` retries for a window."""
-        now = self._clock.now()
+    def record_request(self, *, now: float | None = None) -> None:
+        """Count one request (a call, before its first attempt): it earns ``ratio`` retries for a window.
+
+        Args:
+            now: the time on the budget's clock, if the caller has just read it (saves a clock read).
+        """
+        if now is None:
+            now = self._clock.now()
         if now >= self._end:
             self._advance(now)
         self._request_slots[self._head % self._config.slices] += 1
@@ -246,14 +251,18 @@ class RetryBudget:
         if self._exhausted:
             self._restore_if_able(now)
 
-    def try_spend(self) -> bool:
+    def try_spend(self, *, now: float | None = None) -> bool:
         """Allow one retry if the window has room for it, and count it.
+
+        Args:
+            now: the time on the budget's clock, if the caller has just read it (saves a clock read).
 
         Returns:
             True if the retry may go ahead (it is counted); False if the window's retries already
             use its allowance (the first refusal of an episode emits :class:`~asyncretry.BudgetExhausted`).
         """
-        now = self._clock.now()
+        if now is None:
+            now = self._clock.now()
         if now >= self._end:
             self._advance(now)
         if self._retries + 1 <= self._ratio * self._requests + self._floor + EPSILON:
