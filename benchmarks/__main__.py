@@ -22,6 +22,7 @@ BENCHMARKS = (
     ("bench_adaptive_http", "50 clients against a throttling local server (issue 4)"),
     ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter (issue 5)"),
     ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry (issue 5)"),
+    ("bench_budget", "retry budget vs AWS quota vs tenacity: outage load, brown-out goodput (issue 18)"),
     ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
     ("bench_observability", "success path with and without OpenTelemetry (issue 7)"),
 )

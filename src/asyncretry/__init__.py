@@ -13,6 +13,8 @@ from ._events import AttemptFinished as AttemptFinished
 from ._events import BackendRecovered as BackendRecovered
 from ._events import BackendUnavailableEvent as BackendUnavailableEvent
 from ._events import BreakerStateChanged as BreakerStateChanged
+from ._events import BudgetExhausted as BudgetExhausted
+from ._events import BudgetRestored as BudgetRestored
 from ._events import Event as Event
 from ._events import EventBus as EventBus
 from ._events import GaveUp as GaveUp
@@ -49,6 +51,12 @@ from ._primitives._kinds import OutcomeKind as OutcomeKind
 from ._primitives._quota import QuotaStatistics as QuotaStatistics
 from ._primitives._quota import RetryQuota as RetryQuota
 from ._primitives._quota import RetryQuotaConfig as RetryQuotaConfig
+
+# --- primitives: retry budget
+# isort: split
+from ._primitives._budget import BudgetStatistics as BudgetStatistics
+from ._primitives._budget import RetryBudget as RetryBudget
+from ._primitives._budget import RetryBudgetConfig as RetryBudgetConfig
 
 # --- primitives: adaptive rate limiter
 # isort: split
@@ -124,6 +132,9 @@ __all__ = [
     "BreakerStateChanged",
     "BreakerStatistics",
     "BucketStatistics",
+    "BudgetExhausted",
+    "BudgetRestored",
+    "BudgetStatistics",
     "CircuitBreaker",
     "CircuitBreakerConfig",
     "CircuitOpenError",
@@ -159,6 +170,8 @@ __all__ = [
     "Retrier",
     "RetrierStatistics",
     "RetriesExhausted",
+    "RetryBudget",
+    "RetryBudgetConfig",
     "RetryCapacityExceeded",
     "RetryHistory",
     "RetryPolicy",

@@ -31,6 +31,8 @@ __all__ = [
     "BackendRecovered",
     "BackendUnavailableEvent",
     "BreakerStateChanged",
+    "BudgetExhausted",
+    "BudgetRestored",
     "Event",
     "EventBus",
     "GaveUp",
@@ -177,6 +179,36 @@ class QuotaRestored(Event):
 
     Attributes:
         available: tokens in the quota now.
+    """
+
+    level: ClassVar[int] = logging.INFO
+
+    available: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExhausted(Event):
+    """The retry budget refused a retry: retries stop until requests or time make room. WARNING, once per episode.
+
+    Attributes:
+        requests: requests (calls) counted in the budget's window.
+        retries: retries counted in the window.
+        allowance: retries the window allows (``ratio * requests + min_retries_per_second * window``).
+    """
+
+    level: ClassVar[int] = logging.WARNING
+
+    requests: int
+    retries: int
+    allowance: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetRestored(Event):
+    """The retry budget allows retries again after having refused one. INFO.
+
+    Attributes:
+        available: retries the window allows beyond those it holds (at least 1).
     """
 
     level: ClassVar[int] = logging.INFO

@@ -22,8 +22,12 @@ scope is an origin such as ``https://api.example:443``, the httpx transports' de
 * ``asyncretry.give_ups`` (counter, ``{call}``): ``asyncretry.why``, ``asyncretry.outcome``, ``error.type``.
 * ``asyncretry.throttles`` (counter, ``{response}``): ``error.type``.
 * ``asyncretry.quota.exhaustions`` (counter, ``{episode}``).
+* ``asyncretry.budget.exhaustions`` (counter, ``{episode}``): times a retry budget refused a retry (once per
+  episode, until it allows one again).
 * ``asyncretry.breaker.transitions`` (counter, ``{transition}``): ``asyncretry.breaker.state``, the new state.
 * ``asyncretry.quota.available`` (gauge, ``{token}``), observed objects.
+* ``asyncretry.budget.available`` (gauge, ``{retry}``), observed objects: the retries the budget's window
+  allows beyond those it holds (a retry is allowed while it is >= 1).
 * ``asyncretry.limiter.fill_rate`` (gauge, ``{attempt}/s``), observed objects, once the limiter limits.
 * ``asyncretry.breaker.state`` (gauge, ``1``), observed objects: ``asyncretry.breaker.state``, 1 for the
   current state and 0 for the others.
@@ -70,6 +74,7 @@ from ._events import (
     GLOBAL_EVENTS,
     AttemptFinished,
     BreakerStateChanged,
+    BudgetExhausted,
     Event,
     EventBus,
     GaveUp,
@@ -78,6 +83,7 @@ from ._events import (
     Throttled,
 )
 from ._primitives._breaker import BreakerState, BreakerStatistics
+from ._primitives._budget import BudgetStatistics
 from ._primitives._limiter import LimiterStatistics
 from ._primitives._quota import QuotaStatistics
 from ._validate import check_seconds
@@ -98,7 +104,8 @@ to AWS's 20 s cap, server-directed delays up to the policy's ``max_server_delay`
 _ORIGIN = re.compile(r"^(?:https?)://(\[[^\]]+\]|[^/:@\[\]]+):(\d+)$")
 _CACHE_LIMIT = 4096
 _Attributes = dict[str, str | bool | int | float]
-_Statistics = RetrierStatistics | QuotaStatistics | LimiterStatistics | BreakerStatistics
+_Statistics = RetrierStatistics | QuotaStatistics | LimiterStatistics | BreakerStatistics | BudgetStatistics
+_PARTS = (QuotaStatistics, LimiterStatistics, BreakerStatistics, BudgetStatistics)
 
 
 class _Meters:
@@ -124,6 +131,7 @@ class _Meters:
         self.give_ups: dict[tuple[str, str, str, str], int] = {}  # (scope, why, outcome, reason)
         self.throttles: dict[tuple[str, str], int] = {}  # (scope, reason)
         self.exhaustions: dict[str, int] = {}  # scope
+        self.budget_exhaustions: dict[str, int] = {}  # scope
         self.transitions: dict[tuple[str, str], int] = {}  # (scope, new state)
         self.sources: list[_Source] = []
         self.lock = threading.Lock()
@@ -140,6 +148,9 @@ class _Meters:
             ("asyncretry.throttles", "{response}", "Responses classified as throttling.", self._count_throttles),
             ("asyncretry.quota.exhaustions", "{episode}",
              "Times a retry quota ran dry (once per episode, until it can pay again).", self._count_exhaustions),
+            ("asyncretry.budget.exhaustions", "{episode}",
+             "Times a retry budget refused a retry (once per episode, until it allows one again).",
+             self._count_budget_exhaustions),
             ("asyncretry.breaker.transitions", "{transition}", "Circuit breaker state changes, by the new state.",
              self._count_transitions),
         ]
@@ -148,6 +159,10 @@ class _Meters:
         meter.create_observable_gauge(
             "asyncretry.quota.available", [self._observe_quotas], unit="{token}",
             description="Tokens in the retry quota.",
+        )
+        meter.create_observable_gauge(
+            "asyncretry.budget.available", [self._observe_budgets], unit="{retry}",
+            description="Retries the retry budget's window allows beyond those it holds.",
         )
         meter.create_observable_gauge(
             "asyncretry.limiter.fill_rate", [self._observe_limiters], unit="{attempt}/s",
@@ -193,6 +208,9 @@ class _Meters:
     def _count_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.exhaustions)]
 
+    def _count_budget_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.budget_exhaustions)]
+
     def _count_transitions(self, options: CallbackOptions) -> Iterable[Observation]:
         return [
             Observation(n, {**_scope_attributes(scope), "asyncretry.breaker.state": state})
@@ -202,6 +220,9 @@ class _Meters:
     # -- gauges: each callback reads a fresh snapshot of every observed object
     def _observe_quotas(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(s.available, a) for a, s in self._parts(options, QuotaStatistics)]
+
+    def _observe_budgets(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.available, a) for a, s in self._parts(options, BudgetStatistics)]
 
     def _observe_limiters(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(s.fill_rate, a) for a, s in self._parts(options, LimiterStatistics) if s.enabled]
@@ -343,14 +364,15 @@ class _Source:
                 lock.release()
         if isinstance(stats, RetrierStatistics):
             for scope in stats.scopes:
-                for part in (scope.quota, scope.limiter, scope.breaker):
+                # A scope's budget, once the engine keeps one per scope (getattr: engines without it).
+                for part in (scope.quota, scope.limiter, scope.breaker, getattr(scope, "budget", None)):
                     if part is not None:
                         yield {
                             **_scope_attributes(part.name),
                             "asyncretry.retrier": stats.name,
                             **self.attributes,
                         }, part
-        elif isinstance(stats, (QuotaStatistics, LimiterStatistics, BreakerStatistics)):
+        elif isinstance(stats, _PARTS):
             yield {**_scope_attributes(stats.name), **self.attributes}, stats
 
 
@@ -402,6 +424,7 @@ class Instrumentation:
             GaveUp: self._gave_up,
             Throttled: self._throttled,
             QuotaExhausted: self._quota_exhausted,
+            BudgetExhausted: self._budget_exhausted,
             BreakerStateChanged: self._breaker_changed,
         }
         self._undo: list[Callable[[], None]] = [bus.subscribe(self._on_event)]
@@ -422,8 +445,8 @@ class Instrumentation:
             target: a :class:`~asyncretry.Retrier` (all its scopes, as they come and go), an
                 :class:`~asyncretry.httpx.AsyncRetryTransport` or :class:`~asyncretry.httpx.RetryTransport`
                 (its retrier's scopes; requests it resends also set ``http.request.resend_count`` on the
-                current span), a :class:`~asyncretry.RetryQuota`, an :class:`~asyncretry.AdaptiveRateLimiter`
-                or a :class:`~asyncretry.CircuitBreaker`.
+                current span), a :class:`~asyncretry.RetryQuota`, an :class:`~asyncretry.AdaptiveRateLimiter`,
+                a :class:`~asyncretry.CircuitBreaker` or a :class:`~asyncretry.RetryBudget` (or its Redis twin).
             attributes: extra attributes for its gauges, to tell apart two retriers whose scopes share keys.
 
         Returns:
@@ -438,11 +461,11 @@ class Instrumentation:
         retrier, http, lock = _retrier_of(target)
         statistics = retrier.statistics if retrier is not None else getattr(target, "statistics", None)
         if isinstance(target, type) or not callable(statistics) or not isinstance(
-            statistics(), (RetrierStatistics, QuotaStatistics, LimiterStatistics, BreakerStatistics)
+            statistics(), (RetrierStatistics, *_PARTS)
         ):
             raise TypeError(
-                "target must be a Retrier, an asyncretry.httpx transport, a RetryQuota, an AdaptiveRateLimiter "
-                f"or a CircuitBreaker, got {target!r}"
+                "target must be a Retrier, an asyncretry.httpx transport, a RetryQuota, an AdaptiveRateLimiter, "
+                f"a CircuitBreaker or a RetryBudget, got {target!r}"
             )
         runner = _current_runner() if lock is None else None
         source = _Source(target, statistics, dict(attributes or {}), runner, self._collect_timeout, self, lock)
@@ -556,6 +579,12 @@ class Instrumentation:
     def _quota_exhausted(self, event: QuotaExhausted) -> None:
         meters = self._meters
         counts = meters.exhaustions
+        with meters.counting:
+            counts[event.source] = counts.get(event.source, 0) + 1
+
+    def _budget_exhausted(self, event: BudgetExhausted) -> None:
+        meters = self._meters
+        counts = meters.budget_exhaustions
         with meters.counting:
             counts[event.source] = counts.get(event.source, 0) + 1
 

@@ -18,11 +18,12 @@ from typing import Protocol, runtime_checkable
 
 from ._breaker import BreakerStatistics
 from ._bucket import BucketStatistics
+from ._budget import BudgetStatistics, RetryBudgetConfig
 from ._kinds import OutcomeKind
 from ._limiter import LimiterStatistics
 from ._quota import QuotaStatistics, RetryQuotaConfig
 
-__all__ = ["RemoteBreaker", "RemoteBucket", "RemoteLimiter", "RemoteQuota"]
+__all__ = ["RemoteBreaker", "RemoteBucket", "RemoteBudget", "RemoteLimiter", "RemoteQuota"]
 
 
 @runtime_checkable
@@ -127,3 +128,34 @@ class RemoteBucket(Protocol):
         ...
 
     def statistics(self) -> BucketStatistics: ...
+
+
+@runtime_checkable
+class RemoteBudget(Protocol):
+    """A retry budget (:class:`~asyncretry.RetryBudget`) whose window is kept on a server and shared by a fleet.
+
+    The same rule as the local budget (retries in the window <= ``ratio * requests + floor * window``),
+    counted over the requests and retries of every process.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> RetryBudgetConfig: ...
+
+    async def record_request(self) -> None:
+        """Count one request (a call, before its first attempt); may be sent with a later round trip."""
+        ...
+
+    async def try_spend(self) -> bool:
+        """Allow one retry if the fleet's window has room for it, and count it (one round trip)."""
+        ...
+
+    def refund(self) -> None:
+        """Take back the latest retry allowed (it will not be made); sent with the next round trip."""
+        ...
+
+    def statistics(self) -> BudgetStatistics:
+        """The window as last seen (no round trip) and this process's counters."""
+        ...

@@ -38,6 +38,8 @@ from ._breaker import RedisBreakerStatistics as RedisBreakerStatistics
 from ._breaker import RedisCircuitBreaker as RedisCircuitBreaker
 from ._bucket import RedisBucketStatistics as RedisBucketStatistics
 from ._bucket import RedisTokenBucket as RedisTokenBucket
+from ._budget import RedisBudgetStatistics as RedisBudgetStatistics
+from ._budget import RedisRetryBudget as RedisRetryBudget
 from ._limiter import RedisAdaptiveRateLimiter as RedisAdaptiveRateLimiter
 from ._limiter import RedisLimiterStatistics as RedisLimiterStatistics
 from ._quota import RedisQuotaStatistics as RedisQuotaStatistics
@@ -50,9 +52,11 @@ __all__ = [
     "RedisBackend",
     "RedisBreakerStatistics",
     "RedisBucketStatistics",
+    "RedisBudgetStatistics",
     "RedisCircuitBreaker",
     "RedisLimiterStatistics",
     "RedisQuotaStatistics",
+    "RedisRetryBudget",
     "RedisRetryQuota",
     "RedisTokenBucket",
 ]
