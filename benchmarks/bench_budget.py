@@ -13,9 +13,9 @@ The rows:
 
 * ``tenacity``: ``AsyncRetrying(stop_after_attempt(3), wait_random_exponential(0.05, max=1))``.
 * ``aws quota``: asyncretry's ``Retrier(RetryPolicy())`` (standard mode: the 500-token retry quota).
-* ``budget``: a ``RetryBudget(ratio=0.1, min_retries_per_second=10, window=10)`` in front of the same
-  attempt loop (the engine does not take a budget yet, so this loop calls it where the engine will:
-  ``record_request()`` before a call, ``try_spend()`` before each retry).
+* ``budget``: asyncretry's ``Retrier(RetryPolicy(quota=False, budget=RetryBudgetConfig(ratio=0.1,
+  min_retries_per_second=10, window=10)))``: the retry budget instead of the quota.
+* ``quota + budget``: both (a retry goes ahead only when both allow it).
 
 Everything runs on asyncretry's virtual-time event loop: the 60 s take a few seconds of real time.
 ``python -m benchmarks.bench_budget [--quick]``.
@@ -98,20 +98,19 @@ def quota_client() -> Client:
 
 
 def budget_client() -> Client:
-    budget = RetryBudget(BUDGET, name="bench")
-    rng = random.Random(7)
+    retrier = Retrier(RetryPolicy(max_attempts=ATTEMPTS, backoff=BACKOFF, quota=False, budget=BUDGET), name="bench")
 
     async def call(server: Server) -> str:
-        budget.record_request()
-        attempt = 1
-        while True:
-            try:
-                return await server.handle()
-            except Unavailable:
-                if attempt >= ATTEMPTS or not budget.try_spend():
-                    raise
-            await asyncio.sleep(BACKOFF.delay(attempt, rng.random()))
-            attempt += 1
+        return await retrier.call(server.handle)
+
+    return call
+
+
+def quota_and_budget_client() -> Client:
+    retrier = Retrier(RetryPolicy(max_attempts=ATTEMPTS, backoff=BACKOFF, budget=BUDGET), name="bench")
+
+    async def call(server: Server) -> str:
+        return await retrier.call(server.handle)
 
     return call
 
@@ -162,10 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args(argv)
     seconds = 20.0 if args.quick else args.seconds
-    clients = {"tenacity": tenacity_client, "aws quota": quota_client, "budget": budget_client}
+    clients = {
+        "tenacity": tenacity_client, "aws quota": quota_client, "budget": budget_client,
+        "quota + budget": quota_and_budget_client,
+    }
     bound = 1 + BUDGET.ratio + BUDGET.min_retries_per_second / RATE
     print(f"{RATE} calls/s for {seconds:g} s, {ATTEMPTS} attempts, {BUDGET}")
-    print(f"{'client':<10} {'outage attempts/call':>21} {'x tenacity':>10} {'brown-out goodput':>18} "
+    print(f"{'client':<14} {'outage attempts/call':>21} {'x tenacity':>10} {'brown-out goodput':>18} "
           f"{'vs tenacity':>12} {'real s':>7}")
     rows: dict[str, tuple[float, float]] = {}
     for name, make in clients.items():
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         _, goodput = scenario(make, seconds=seconds, outage=False)
         rows[name] = (load, goodput)
         base_load, base_goodput = rows["tenacity"]
-        print(f"{name:<10} {load:>21.4f} {load / base_load:>10.3f} {goodput:>18.5f} "
+        print(f"{name:<14} {load:>21.4f} {load / base_load:>10.3f} {goodput:>18.5f} "
               f"{goodput / base_goodput - 1:>+12.3%} {time.perf_counter() - started:>7.1f}")
     load, goodput = rows["budget"]
     base_goodput = rows["tenacity"][1]

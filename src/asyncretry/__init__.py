@@ -33,6 +33,7 @@ from ._exceptions import ConfigurationError as ConfigurationError
 from ._exceptions import PollFailed as PollFailed
 from ._exceptions import RateLimitTimeout as RateLimitTimeout
 from ._exceptions import RetriesExhausted as RetriesExhausted
+from ._exceptions import RetryBudgetExceeded as RetryBudgetExceeded
 from ._exceptions import RetryCapacityExceeded as RetryCapacityExceeded
 
 # --- primitives: token bucket
@@ -172,6 +173,7 @@ __all__ = [
     "RetriesExhausted",
     "RetryBudget",
     "RetryBudgetConfig",
+    "RetryBudgetExceeded",
     "RetryCapacityExceeded",
     "RetryHistory",
     "RetryPolicy",

@@ -149,9 +149,9 @@ class GaveUp(Event):
 
     @property
     def log_level(self) -> int:
-        """DEBUG for a first attempt that was final, INFO for quota and breaker refusals, else WARNING."""
+        """DEBUG for a first attempt that was final, INFO for quota, budget and breaker refusals, else WARNING."""
         why = self.why
-        if why == "quota" or why == "breaker":
+        if why == "quota" or why == "breaker" or why == "budget":
             return logging.INFO
         if self.attempts <= 1 and (why == "not_retryable" or why == "max_attempts"):
             return logging.DEBUG

@@ -6,6 +6,7 @@ below are only for what asyncretry decides on the client side::
 
     AsyncRetryError
     ├── RetryCapacityExceeded   the retry quota is empty: no further attempt was made
+    │   └── RetryBudgetExceeded the retry budget allows no retry right now
     ├── CircuitOpenError        the circuit breaker is open: the call was rejected without an attempt
     ├── RateLimitTimeout        a token bucket or rate limiter would make the call wait too long
     ├── RetriesExhausted        attempts ran out on a *result* judged retryable (no exception to re-raise)
@@ -29,6 +30,7 @@ __all__ = [
     "PollFailed",
     "RateLimitTimeout",
     "RetriesExhausted",
+    "RetryBudgetExceeded",
     "RetryCapacityExceeded",
 ]
 
@@ -57,6 +59,28 @@ class RetryCapacityExceeded(AsyncRetryError):
             f"retry capacity exceeded in {name!r}: a retry costs {cost:g} tokens but only "
             f"{available:g} are left; retries resume as calls succeed again"
         )
+
+
+class RetryBudgetExceeded(RetryCapacityExceeded):
+    """The retry budget allows no retry right now (retries already make up their share of recent requests).
+
+    A :class:`RetryCapacityExceeded`, so that handlers of an empty quota see it too; raised *from* the
+    last real error.
+
+    Attributes:
+        available: retries the budget still allowed (less than one).
+        name: the budget's name (its scope).
+    """
+
+    def __init__(self, *, available: float, name: str = "budget") -> None:
+        AsyncRetryError.__init__(
+            self,
+            f"retry budget exceeded in {name!r}: retries already make up their allowed share of recent "
+            f"requests ({available:g} left); retries resume as new requests come in",
+        )
+        self.available = available
+        self.cost = 1.0
+        self.name = name
 
 
 class CircuitOpenError(AsyncRetryError):

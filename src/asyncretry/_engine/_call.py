@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._events import AttemptFinished, GaveUp, RetryScheduled, Throttled
-from .._exceptions import CircuitOpenError, RetriesExhausted, RetryCapacityExceeded
+from .._exceptions import CircuitOpenError, RetriesExhausted, RetryBudgetExceeded, RetryCapacityExceeded
+from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._quota import RetryQuota
 from ._classify import Outcome
@@ -81,8 +82,10 @@ class Call:
     done = False
     in_attempt = False
     delay = 0.0  # the sleep before the next attempt
-    due = 0  # a retry's cost to pay (PAY: at once; in the quota's waiting mode: before the next attempt)
-    wait_for_quota = False  # the quota's waiting mode: the driver waits for `due` tokens before the next attempt
+    due = 0  # PAY: the quota tokens the retry costs now (the retry budget's place is asked for too)
+    wait_cost = 0  # the quota's waiting mode: the tokens the driver waits for before the next attempt
+    retry_paid = False  # the next attempt's costs were paid: a cancellation before it begins gives them back
+    dropped: int | None = None  # a paid retry that will not happen: the driver gives back its tokens and place
     linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
     refund_due = 0  # tokens a success gives back to the quota
     probe = False  # the breaker admitted the current attempt as a half-open probe
@@ -125,6 +128,9 @@ class Call:
             self.timed = True
             if policy.deadline is not None:
                 self.deadline_at = now + _seconds(policy.deadline)
+        budget = scope.budget
+        if isinstance(budget, RetryBudget):
+            budget.record_request(now=now)  # a remote budget is told by the async driver, awaited
         test = current_test_mode()
         if test is not None:
             self.no_wait = test.no_wait
@@ -142,6 +148,8 @@ class Call:
             )
         self.number = number = self.number + 1
         self.in_attempt = True
+        if self.retry_paid:
+            self.retry_paid = False
         if probe:
             self.probe = True
         retrier = self.retrier
@@ -172,8 +180,12 @@ class Call:
             assert breaker is not None
             breaker.release(True)
 
-    def refund_on_cancel(self) -> int:
-        """The retry that was paid for will not happen (cancelled while waiting): the tokens to give back."""
+    def refund_on_cancel(self) -> int | None:
+        """The retry that was paid for will not happen (cancelled or refused while waiting): the tokens to
+        give back with its budget place, or ``None`` when nothing was paid."""
+        if not self.retry_paid:
+            return None
+        self.retry_paid = False
         cost, self._cost = self._cost, None
         return cost or 0
 
@@ -216,31 +228,36 @@ class Call:
         if number >= self.max_attempts:
             return self._give_up(outcome, error, "max_attempts", now)
         self.delay, self._server_directed = self._plan_delay(outcome, kind, number)
-        quota = self.scope.quota
+        scope = self.scope
+        quota = scope.quota
         cost = quota.cost_of(kind) if quota is not None else 0
-        if cost and quota is not None and quota.config.circuit_breaker_mode:
-            self.due = cost
+        now_or_later = cost and quota is not None and quota.config.circuit_breaker_mode
+        if cost and not now_or_later:
+            self.wait_cost = cost  # the quota's waiting mode: the driver waits for the tokens before the retry
+        if now_or_later or scope.budget is not None:
+            self.due = cost if now_or_later else 0
             return PAY
-        if cost:
-            self.due = cost  # the quota's waiting mode: the driver waits for it before the next attempt
-            self.wait_for_quota = True
         return self._checked(now)
 
-    def paid(self, ok: bool, now: float) -> int:
-        """The driver took (``ok``) or could not take the retry's cost from the quota: RETRY or GIVE_UP."""
+    def paid(self, refused: str | None, now: float) -> int:
+        """The driver took what the retry costs (``refused`` is ``None``), or ``"quota"`` or ``"budget"``
+        refused it (nothing taken): RETRY or GIVE_UP."""
         cost, self.due = self.due, 0
         outcome = self.outcome
         assert outcome is not None
         error = self.last_error if isinstance(self.last_error, Exception) else None
-        if not ok:
-            if getattr(self.policy, "long_polling", False):  # TODO(merge): the policy field
+        if refused is not None:
+            if refused == "quota" and getattr(self.policy, "long_polling", False):  # TODO(merge): the field
                 self.linger = self.delay  # the SDKs' long-polling rule: back off before returning the error
-            return self._give_up(outcome, error, "quota", now, cost=cost)
-        self._cost = cost
+            return self._give_up(outcome, error, refused, now, cost=cost)
+        self.retry_paid = True
+        if cost:
+            self._cost = cost
         step = self._checked(now)
         if step == GIVE_UP:
+            self.retry_paid = False
             self._cost = None
-            self.refund_due = cost  # the retry it paid for will not happen
+            self.dropped = cost  # the retry it paid for will not happen: its tokens and budget place go back
         return step
 
     def _checked(self, now: float) -> int:
@@ -258,13 +275,18 @@ class Call:
         return self._scheduled(now)
 
     def take_refund(self) -> int:
-        """The tokens to give back to the quota now (a success's, or a paid retry's that will not happen)."""
+        """The tokens a success gives back to the quota now (the last retry's cost, or the increment)."""
         amount, self.refund_due = self.refund_due, 0
         return amount
 
+    def take_dropped(self) -> int | None:
+        """A paid retry that will not happen: its tokens (its budget place goes back too), or ``None``."""
+        dropped, self.dropped = self.dropped, None
+        return dropped
+
     def waited_for_quota(self) -> None:
         """The driver took the cost a retry waited for (the quota's waiting mode)."""
-        self._cost, self.due, self.wait_for_quota = self.due, 0, False
+        self._cost, self.wait_cost, self.retry_paid = self.wait_cost, 0, True
 
     def _scheduled(self, now: float) -> int:
         delay = self.delay
@@ -345,7 +367,7 @@ class Call:
         history = self.history()
         if self.policy.on_give_up is not None:
             self.hook = GiveUpInfo(self.scope.key, outcome, history)
-        if error is not None and why in ("quota", "breaker"):
+        if error is not None and why in ("quota", "budget", "breaker"):
             replacement = self._refusal(why, outcome, cost)
             attach_history(replacement, history)
             self.pending = (replacement, error)
@@ -359,6 +381,10 @@ class Call:
             return RetryCapacityExceeded(
                 available=quota.available, cost=cost or quota.cost_of(outcome.kind), name=quota.name
             )
+        if why == "budget":
+            budget = self.scope.budget
+            assert budget is not None
+            return RetryBudgetExceeded(available=budget.statistics().available, name=budget.name)
         breaker = self.scope.breaker
         assert breaker is not None
         stats = breaker.statistics()
@@ -369,7 +395,7 @@ class Call:
         outcome = self.outcome
         why = self.gave_up or "max_attempts"
         error: Exception
-        if why == "quota":
+        if why in ("quota", "budget"):
             assert outcome is not None
             error = self._refusal(why, outcome, 0)
         else:
@@ -424,6 +450,9 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
     step = call.settle(attempt.number, attempt._started, outcome, error, now)
     if step == PAY:
         step = call.paid(scope.pay(call.due), now)
+        dropped = call.take_dropped()
+        if dropped is not None:
+            scope.cancel_retry(dropped)
     refund = call.refund_due
     if refund:
         call.refund_due = 0

@@ -28,6 +28,7 @@ from .._events import logger
 from .._exceptions import BackendUnavailable, CircuitOpenError, RateLimitTimeout, RetryCapacityExceeded
 from .._primitives._breaker import CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket
+from .._primitives._budget import RetryBudget
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
@@ -115,12 +116,16 @@ class Attempts(Call):
         try:
             if self.number:
                 delay = self.delay
-                if self.wait_for_quota:
+                if self.wait_cost:
                     await self._wait_for_quota()
                 if delay > 0.0 and not self.no_wait:
                     await self.retrier.clock.sleep(delay)
-            elif scope.first_cost:
-                _pay_first(self, scope)
+            else:
+                if scope.first_cost:
+                    _pay_first(self, scope)
+                budget = scope.budget
+                if budget is not None and not isinstance(budget, RetryBudget):
+                    await budget.record_request()  # a local budget was told when the call began
             probe = await self._admit(scope)
         except BaseException as error:
             await self._refund_retry()
@@ -142,9 +147,9 @@ class Attempts(Call):
         if remaining == 0.0:
             await anyio.lowlevel.checkpoint_if_cancelled()  # cancellation first, as in _admit
         try:
-            await quota.acquire(self.due, timeout=remaining)
+            await quota.acquire(self.wait_cost, timeout=remaining)
         except (RetryCapacityExceeded, BackendUnavailable) as error:
-            self.due = 0
+            self.wait_cost = 0
             self.refuse(error, "quota" if isinstance(error, RetryCapacityExceeded) else "backend",
                         self.retrier.clock.now())
             raise
@@ -182,14 +187,14 @@ class Attempts(Call):
     async def _refund_retry(self) -> None:
         """A retry that was paid for will not happen (cancelled or refused before it began)."""
         cost = self.refund_on_cancel()
-        if cost:
+        if cost is not None:
             scope = self.scope
-            if isinstance(scope.quota, RetryQuota):
-                scope.quota.release(cost)
+            if scope.local:
+                scope.cancel_retry(cost)
             else:
                 # A remote refund is a round trip: never lose it to the cancellation under way.
                 with anyio.CancelScope(shield=True):
-                    await scope.refund_remote(cost)
+                    await scope.cancel_retry_remote(cost)
 
     # -------------------------------------------------------------------------------- end
     async def end(self, attempt: Attempt, error: Exception | None) -> bool:
@@ -225,6 +230,9 @@ class Attempts(Call):
             step = self.settle(attempt.number, attempt._started, outcome, error, now)
             if step == PAY:
                 step = self.paid(await scope.pay_remote(self.due), now)
+                dropped = self.take_dropped()
+                if dropped is not None:
+                    await scope.cancel_retry_remote(dropped)
             if self.refund_due:
                 await scope.refund_remote(self.take_refund())
         except BackendUnavailable as failure:
@@ -299,7 +307,7 @@ class SyncAttempts(Call):
         try:
             if self.number:
                 delay = self.delay
-                if self.wait_for_quota:
+                if self.wait_cost:
                     self._block_for_quota()
                 if delay > 0.0 and not self.no_wait:
                     time.sleep(delay)
@@ -309,11 +317,9 @@ class SyncAttempts(Call):
             probe = self._admit(scope)
         except BaseException as error:
             cost = self.refund_on_cancel()
-            if cost:
+            if cost is not None:
                 with self._lock:
-                    quota = scope.quota
-                    assert isinstance(quota, RetryQuota)
-                    quota.release(cost)
+                    scope.cancel_retry(cost)
             if isinstance(error, Exception) and self.gave_up is not None:
                 self._finish()
             raise
@@ -329,9 +335,9 @@ class SyncAttempts(Call):
     def _block_for_quota(self) -> None:
         quota = self.scope.quota
         assert isinstance(quota, RetryQuota)
-        if not self._block_until(quota.try_acquire, quota.time_until_available, self.due):
-            error = RetryCapacityExceeded(available=quota.available, cost=self.due, name=quota.name)
-            self.due = 0
+        if not self._block_until(quota.try_acquire, quota.time_until_available, self.wait_cost):
+            error = RetryCapacityExceeded(available=quota.available, cost=self.wait_cost, name=quota.name)
+            self.wait_cost = 0
             self.refuse(error, "quota", self.retrier.clock.now())
             raise error
         self.waited_for_quota()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._events import Listener
 from .._primitives._backoff import Backoff, ExponentialBackoff
 from .._primitives._breaker import CircuitBreakerConfig
+from .._primitives._budget import RetryBudgetConfig
 from .._primitives._limiter import AdaptiveLimiterConfig
 from .._primitives._quota import RetryQuotaConfig
 from .._validate import check_choice, check_int, check_number, check_seconds
@@ -74,6 +75,9 @@ class RetryPolicy:
         limiter: adaptive mode's limiter settings (default :class:`AdaptiveLimiterConfig`: the
             ``"asyncretry"`` profile; :meth:`aws_adaptive` defaults to the ``"aws"`` one).
         breaker: circuit breaker settings, or ``None`` (default) for no breaker.
+        budget: a retry budget (:class:`RetryBudgetConfig`: retries as a share of recent requests, as
+            Finagle, Envoy and gRPC bound them), instead of or beside the quota; ``None`` (default) for none.
+            A retry goes ahead only when every part (quota, budget, breaker, deadline) allows it.
         rate_limit: a fixed request rate per scope (requests per second), or ``None``.
         rate_limit_burst: the burst of that rate limit (default: ``max(1, rate_limit)``).
         classifier: what is retried and how (see :class:`Classifier`).
@@ -96,6 +100,7 @@ class RetryPolicy:
     quota: RetryQuotaConfig | bool = True
     limiter: AdaptiveLimiterConfig | None = None
     breaker: CircuitBreakerConfig | None = None
+    budget: RetryBudgetConfig | None = None
     rate_limit: float | None = None
     rate_limit_burst: float | None = None
     classifier: Classifier = DEFAULT_CLASSIFIER
@@ -164,6 +169,8 @@ class RetryPolicy:
 
         if self.breaker is not None and not isinstance(self.breaker, CircuitBreakerConfig):
             raise TypeError(f"breaker must be a CircuitBreakerConfig or None, got {self.breaker!r}")
+        if self.budget is not None and not isinstance(self.budget, RetryBudgetConfig):
+            raise TypeError(f"budget must be a RetryBudgetConfig or None, got {self.budget!r}")
         if self.rate_limit is not None:
             s(self, "rate_limit", check_number("rate_limit", self.rate_limit, low=0.0, low_open=True))
             burst = self.rate_limit_burst if self.rate_limit_burst is not None else max(1.0, self.rate_limit)

@@ -17,16 +17,28 @@ from typing import Any, ParamSpec, TypeVar
 from .._events import EventBus, Listener, ScopeEvicted
 from .._primitives._breaker import CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket
+from .._primitives._budget import RetryBudget
 from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
-from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteLimiter, RemoteQuota
+from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, RemoteLimiter, RemoteQuota
 from .._validate import check_int, check_seconds
 from ._attempt import NOT_SET, Attempt
 from ._call import Judge, Label
 from ._drivers import Attempts, SyncAttempts
 from ._policy import RetryPolicy
-from ._scopes import AnyBreaker, AnyBucket, AnyLimiter, AnyQuota, Scope, ScopeStatistics, ScopeTable, check_part, given
+from ._scopes import (
+    AnyBreaker,
+    AnyBucket,
+    AnyBudget,
+    AnyLimiter,
+    AnyQuota,
+    Scope,
+    ScopeStatistics,
+    ScopeTable,
+    check_part,
+    given,
+)
 
 __all__ = ["DEFAULT_SCOPE", "Attempt", "Attempts", "Retrier", "RetrierStatistics", "ScopeStatistics", "SyncAttempts"]
 
@@ -40,6 +52,7 @@ _PARTS = {
     "limiter": (AdaptiveRateLimiter, RemoteLimiter),
     "breaker": (CircuitBreaker, RemoteBreaker),
     "rate_limit": (AsyncTokenBucket, RemoteBucket),
+    "budget": (RetryBudget, RemoteBudget),
 }
 
 
@@ -80,6 +93,8 @@ class Retrier:
         breaker: a :class:`CircuitBreaker`, shared or per scope likewise.
         rate_limit: an :class:`AsyncTokenBucket` paced before every attempt, shared or per scope likewise;
             default: one per scope from the policy's ``rate_limit``.
+        budget: a :class:`RetryBudget` (or a Redis-backed one), shared or per scope likewise; default:
+            one per scope from the policy's ``budget``.
         max_scopes: the most scopes kept at once (>= 1, default 10,000); the least recently used scope
             that no task waits on is evicted first. A new key costs the same at any table size.
         scope_idle_timeout: seconds after which an unused scope may be evicted (default 600).
@@ -102,6 +117,7 @@ class Retrier:
         limiter: AnyLimiter | Callable[[str], AnyLimiter] | None = None,
         breaker: AnyBreaker | Callable[[str], AnyBreaker] | None = None,
         rate_limit: AnyBucket | Callable[[str], AnyBucket] | None = None,
+        budget: AnyBudget | Callable[[str], AnyBudget] | None = None,
         max_scopes: int = 10_000,
         scope_idle_timeout: float = 600.0,
     ) -> None:
@@ -123,7 +139,7 @@ class Retrier:
         self.events = events if events is not None else EventBus()
         for listener in self.policy.listeners:
             self.events.subscribe(listener)
-        parts = {"quota": quota, "limiter": limiter, "breaker": breaker, "rate_limit": rate_limit}
+        parts = {"quota": quota, "limiter": limiter, "breaker": breaker, "rate_limit": rate_limit, "budget": budget}
         for what, source in parts.items():
             check_part(source, *_PARTS[what], what)
         self._parts = parts
@@ -152,7 +168,10 @@ class Retrier:
         bucket = given(parts["rate_limit"], *_PARTS["rate_limit"], key, "rate_limit")
         if bucket is None and policy.rate_limit is not None:
             bucket = AsyncTokenBucket(policy.rate_limit, policy.rate_limit_burst or 1.0, clock=clock, name=key)
-        return Scope(key, quota, limiter, breaker, bucket, now)
+        budget = given(parts["budget"], *_PARTS["budget"], key, "budget")
+        if budget is None and policy.budget is not None:
+            budget = RetryBudget(policy.budget, clock=clock, name=key, events=events)
+        return Scope(key, quota, limiter, breaker, bucket, now, budget)
 
     def _evicted(self, scope: Scope, now: float) -> None:
         if self.events.wants(ScopeEvicted):

@@ -18,17 +18,22 @@ from typing import Any, TypeVar
 
 from .._primitives._breaker import BreakerStatistics, CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
+from .._primitives._budget import BudgetStatistics, RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._quota import QuotaStatistics, RetryQuota
-from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteLimiter, RemoteQuota
+from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, RemoteLimiter, RemoteQuota
 
-__all__ = ["AnyBreaker", "AnyBucket", "AnyLimiter", "AnyQuota", "Scope", "ScopeStatistics", "ScopeTable", "given"]
+__all__ = [
+    "AnyBreaker", "AnyBucket", "AnyBudget", "AnyLimiter", "AnyQuota", "Scope", "ScopeStatistics", "ScopeTable",
+    "check_part", "given",
+]
 
 AnyQuota = RetryQuota | RemoteQuota
 AnyBreaker = CircuitBreaker | RemoteBreaker
 AnyLimiter = AdaptiveRateLimiter | RemoteLimiter
 AnyBucket = AsyncTokenBucket | RemoteBucket
+AnyBudget = RetryBudget | RemoteBudget
 
 _THROTTLING = OutcomeKind.THROTTLING
 
@@ -69,13 +74,14 @@ class ScopeStatistics:
     breaker: BreakerStatistics | None
     rate_limit: BucketStatistics | None
     last_used: float
+    budget: BudgetStatistics | None = None
 
 
 class Scope:
     """The shared state of one scope (one resource) and the I/O that tells it about attempts."""
 
     __slots__ = (
-        "breaker", "bucket", "first_cost", "key", "last_used", "limiter", "local", "quota", "reports",
+        "breaker", "bucket", "budget", "first_cost", "key", "last_used", "limiter", "local", "quota", "reports",
         "success_increment", "unpaced",
     )
 
@@ -87,8 +93,10 @@ class Scope:
         breaker: AnyBreaker | None,
         bucket: AnyBucket | None,
         now: float,
+        budget: AnyBudget | None = None,
     ) -> None:
         self.key = key
+        self.budget = budget
         self.quota = quota
         self.limiter = limiter
         self.breaker = breaker
@@ -100,6 +108,7 @@ class Scope:
             and (breaker is None or isinstance(breaker, CircuitBreaker))
             and (limiter is None or isinstance(limiter, AdaptiveRateLimiter))
             and (bucket is None or isinstance(bucket, AsyncTokenBucket))
+            and (budget is None or isinstance(budget, RetryBudget))
         )
         #: a limiter or a breaker hears of every attempt's outcome (:meth:`report`)
         self.reports = limiter is not None or breaker is not None
@@ -150,19 +159,53 @@ class Scope:
         else:
             await breaker.record(success=not kind.retryable, probe=probe)
 
-    # -- the quota: pay for a retry, give tokens back
-    def pay(self, cost: int) -> bool:
-        """Take a retry's cost from a local quota now; False when it has too few tokens."""
-        quota = self.quota
-        assert isinstance(quota, RetryQuota)
-        return quota.try_acquire(cost)
+    # -- what a retry costs: the quota's tokens, then a place in the retry budget
+    def pay(self, cost: int) -> str | None:
+        """Take what a retry costs from local state: ``None`` when paid, else what refused it
+        (``"quota"`` or ``"budget"``; nothing is kept of a payment refused half-way)."""
+        quota, budget = self.quota, self.budget
+        if cost:
+            assert isinstance(quota, RetryQuota)
+            if not quota.try_acquire(cost):
+                return "quota"
+        if budget is not None:
+            assert isinstance(budget, RetryBudget)
+            if not budget.try_spend():
+                if cost:
+                    quota.release(cost)  # type: ignore[union-attr]
+                return "budget"
+        return None
 
-    async def pay_remote(self, cost: int) -> bool:
-        quota = self.quota
-        if isinstance(quota, RetryQuota):
-            return quota.try_acquire(cost)
-        assert quota is not None
-        return await quota.try_acquire(cost)
+    async def pay_remote(self, cost: int) -> str | None:
+        """:meth:`pay` where a part is kept on a server."""
+        quota, budget = self.quota, self.budget
+        if cost:
+            assert quota is not None
+            paid = quota.try_acquire(cost) if isinstance(quota, RetryQuota) else await quota.try_acquire(cost)
+            if not paid:
+                return "quota"
+        if budget is not None:
+            allowed = budget.try_spend() if isinstance(budget, RetryBudget) else await budget.try_spend()
+            if not allowed:
+                if cost:
+                    await self.refund_remote(cost)
+                return "budget"
+        return None
+
+    def cancel_retry(self, cost: int) -> None:
+        """A retry that was paid for will not happen: its tokens and its budget place go back (local state)."""
+        if cost:
+            quota = self.quota
+            assert isinstance(quota, RetryQuota)
+            quota.release(cost)
+        if self.budget is not None:
+            self.budget.refund()
+
+    async def cancel_retry_remote(self, cost: int) -> None:
+        if cost:
+            await self.refund_remote(cost)
+        if self.budget is not None:
+            self.budget.refund()
 
     async def refund_remote(self, amount: int) -> None:
         quota = self.quota
@@ -190,6 +233,7 @@ class Scope:
             breaker=self.breaker.statistics() if self.breaker is not None else None,
             rate_limit=self.bucket.statistics() if self.bucket is not None else None,
             last_used=self.last_used,
+            budget=self.budget.statistics() if self.budget is not None else None,
         )
 
 

@@ -13,6 +13,7 @@ from ._errors import AttemptTimeoutError as AttemptTimeoutError
 from ._errors import BackendUnavailableError as BackendUnavailableError
 from ._errors import CircuitOpenHTTPError as CircuitOpenHTTPError
 from ._errors import RateLimitTimeoutError as RateLimitTimeoutError
+from ._errors import RetryBudgetExceededError as RetryBudgetExceededError
 from ._errors import RetryCapacityExceededError as RetryCapacityExceededError
 from ._fetch import fetch as fetch
 from ._retry_after import server_delay as server_delay
@@ -32,6 +33,7 @@ __all__ = [
     "CircuitOpenHTTPError",
     "HttpClassifier",
     "RateLimitTimeoutError",
+    "RetryBudgetExceededError",
     "RetryCapacityExceededError",
     "RetryInfo",
     "RetryTransport",

@@ -7,6 +7,7 @@ failed)::
     httpx.HTTPError
     └── httpx.TransportError
         ├── RetryCapacityExceededError   (also asyncretry.RetryCapacityExceeded)
+        │   └── RetryBudgetExceededError (also asyncretry.RetryBudgetExceeded)
         ├── CircuitOpenHTTPError         (also asyncretry.CircuitOpenError)
         ├── BackendUnavailableError      (also asyncretry.BackendUnavailable)
         └── httpx.TimeoutException
@@ -24,6 +25,7 @@ from .._exceptions import (
     BackendUnavailable,
     CircuitOpenError,
     RateLimitTimeout,
+    RetryBudgetExceeded,
     RetryCapacityExceeded,
 )
 
@@ -32,6 +34,7 @@ __all__ = [
     "BackendUnavailableError",
     "CircuitOpenHTTPError",
     "RateLimitTimeoutError",
+    "RetryBudgetExceededError",
     "RetryCapacityExceededError",
     "as_httpx_error",
 ]
@@ -39,6 +42,10 @@ __all__ = [
 
 class RetryCapacityExceededError(RetryCapacityExceeded, httpx.TransportError):
     """The retry quota refused a retry of this request (an :class:`asyncretry.RetryCapacityExceeded`)."""
+
+
+class RetryBudgetExceededError(RetryBudgetExceeded, RetryCapacityExceededError):
+    """The retry budget refused a retry of this request (an :class:`asyncretry.RetryBudgetExceeded`)."""
 
 
 class CircuitOpenHTTPError(CircuitOpenError, httpx.TransportError):
@@ -59,6 +66,7 @@ class RateLimitTimeoutError(RateLimitTimeout, httpx.TimeoutException):
 
 _AS_HTTPX: dict[type[AsyncRetryError], type[AsyncRetryError]] = {
     RetryCapacityExceeded: RetryCapacityExceededError,
+    RetryBudgetExceeded: RetryBudgetExceededError,
     CircuitOpenError: CircuitOpenHTTPError,
     BackendUnavailable: BackendUnavailableError,
     AttemptTimeout: AttemptTimeoutError,

@@ -1,0 +1,126 @@
+"""The retry budget in the engine: retries bounded as a share of recent calls, on every way in."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import anyio
+import pytest
+
+from asyncretry import (
+    FixedBackoff,
+    GaveUp,
+    NoBackoff,
+    Retrier,
+    RetryBudget,
+    RetryBudgetConfig,
+    RetryBudgetExceeded,
+    RetryCapacityExceeded,
+    RetryPolicy,
+    history_of,
+)
+from asyncretry.testing import VirtualClock
+
+pytestmark = pytest.mark.anyio
+
+TIGHT = RetryBudgetConfig(ratio=0.1, min_retries_per_second=0.1, window=10.0)  # a floor of one retry per window
+
+
+class Down(ConnectionError):
+    """The server is down."""
+
+
+async def down() -> None:
+    raise Down("503")
+
+
+async def test_a_budget_refusal_gives_up_with_retry_budget_exceeded_chained_to_the_error() -> None:
+    """Once the budget's share is spent, a failing call gives up at once: RetryBudgetExceeded (also a
+    RetryCapacityExceeded) from the real error, with history and a GaveUp(why='budget')."""
+    events: list[GaveUp] = []
+    retrier = Retrier(RetryPolicy(quota=False, budget=TIGHT, backoff=NoBackoff(), max_attempts=3))
+    retrier.subscribe(lambda e: events.append(e) if isinstance(e, GaveUp) else None)
+    with pytest.raises(RetryBudgetExceeded) as caught:
+        await retrier.call(down)  # the window's one retry (the floor) is spent, the next is refused
+    assert isinstance(caught.value, RetryCapacityExceeded)
+    assert isinstance(caught.value.__cause__, Down)
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "budget"
+    assert len(history.attempts) == 2
+    assert [e.why for e in events] == ["budget"]
+    assert retrier.statistics().scopes[0].budget is not None
+
+
+async def test_the_outage_bound_holds_through_the_engine() -> None:
+    """A total outage at 100 calls/s for 30 s: attempts per call stay within 1 + ratio + floor / rate."""
+    config = RetryBudgetConfig(ratio=0.1, min_retries_per_second=10.0, window=10.0)
+    retrier = Retrier(RetryPolicy(quota=False, budget=config, backoff=NoBackoff(), max_attempts=3))
+    attempts = 0
+
+    async def failing() -> None:
+        nonlocal attempts
+        attempts += 1
+        raise Down("503")
+
+    calls = 0
+    async with anyio.create_task_group() as tg:
+        for _ in range(30 * 100):
+            calls += 1
+            tg.start_soon(_swallow, retrier, failing)
+            await anyio.sleep(0.01)
+    assert attempts / calls <= 1 + 0.1 + 10.0 / 100 + 1e-9
+    assert attempts / calls > 1.15  # the floor and the share were used, not refused outright
+
+
+async def _swallow(retrier: Retrier, fn: Callable[[], Awaitable[None]]) -> None:
+    with contextlib.suppress(Down, RetryCapacityExceeded):
+        await retrier.call(fn)
+
+
+async def test_a_budget_shared_between_retriers_counts_both() -> None:
+    """One RetryBudget given to two retriers is one allowance: the second retrier finds it spent."""
+    clock = VirtualClock()
+    budget = RetryBudget(TIGHT, clock=clock)
+    first = Retrier(RetryPolicy(quota=False, backoff=NoBackoff(), max_attempts=2), budget=budget, clock=clock)
+    second = Retrier(RetryPolicy(quota=False, backoff=NoBackoff(), max_attempts=2), budget=budget, clock=clock)
+    with pytest.raises(Down):
+        await first.call(down)  # spends the window's only retry
+    with pytest.raises(RetryBudgetExceeded):
+        await second.call(down)
+    assert budget.statistics().retries == 1
+
+
+async def test_a_cancelled_wait_gives_the_budget_place_back() -> None:
+    """A retry allowed by the budget and then cancelled during its backoff gives its place back."""
+    budget = RetryBudget(TIGHT)
+    retrier = Retrier(RetryPolicy(quota=False, max_attempts=2, backoff=FixedBackoff(1.0)), budget=budget)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(retrier.call, down)
+        await anyio.sleep(0.5)  # the call sleeps its 1 s backoff, its retry paid for
+        assert budget.statistics().retries == 1
+        tg.cancel_scope.cancel()
+    assert budget.statistics().retries == 0
+
+
+def test_the_sync_loop_spends_the_budget_too() -> None:
+    """Synchronous attempts take their retries from the same budget."""
+    budget = RetryBudget(TIGHT)
+    retrier = Retrier(RetryPolicy(quota=False, backoff=NoBackoff(), max_attempts=3), budget=budget)
+    def fail_twice() -> None:
+        for attempt in retrier.sync_attempts():
+            with attempt:
+                raise Down("503")
+
+    with pytest.raises(RetryBudgetExceeded):
+        fail_twice()
+    assert budget.statistics().retries == 1
+
+
+def test_a_budget_that_is_not_one_is_refused_at_construction() -> None:
+    """budget= must be a RetryBudget (or a factory); the policy's budget a RetryBudgetConfig."""
+    with pytest.raises(TypeError, match="budget"):
+        Retrier(budget=0.1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="budget"):
+        RetryPolicy(budget=0.1)  # type: ignore[arg-type]
