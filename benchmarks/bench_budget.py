@@ -35,7 +35,6 @@ import tenacity
 from asyncretry import (
     ExponentialBackoff,
     Retrier,
-    RetryBudget,
     RetryBudgetConfig,
     RetryPolicy,
 )

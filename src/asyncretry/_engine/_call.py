@@ -212,6 +212,8 @@ class Call:
         if kind is _SUCCESS:
             self._final = (number, started, now)
             self.done = True
+            if self.last_error is not None:
+                self.last_error = None  # see forget_errors
             cost = self._cost
             self.refund_due = cost if cost is not None else self.scope.success_increment
             self.retrier._successes += 1
@@ -407,6 +409,20 @@ class Call:
             )
         attach_history(error, self.history())
         return error
+
+    def forget_errors(self) -> None:
+        """The call is over and its error is on its way to the caller: keep no reference to it.
+
+        An error's traceback holds the frames it passed through, and one of them holds this call: a
+        reference back from the call to the error would make every failed call a reference cycle,
+        left for the cycle collector. The history keeps what was learnt (each error's repr).
+        """
+        self.last_error = None
+        outcome = self.outcome
+        if outcome is not None and outcome.error is not None:
+            self.outcome = Outcome(
+                outcome.kind, outcome.reason, None, outcome.result, outcome.server_delay, outcome.server_delay_is_hint
+            )
 
     # -------------------------------------------------------------------------------- history
     def history(self) -> RetryHistory:

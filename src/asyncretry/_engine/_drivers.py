@@ -259,7 +259,10 @@ class Attempts(Call):
 
 
 def _raise_pending(call: Call) -> None:
+    """Raise what replaces the call's error (an empty quota, an open breaker ...), chained to it, if anything;
+    either way the call keeps no reference to the error it ends with (:meth:`Call.forget_errors`)."""
     pending, call.pending = call.pending, None
+    call.forget_errors()
     if pending is not None:
         error, cause = pending
         raise error from cause
