@@ -105,6 +105,7 @@ from ._engine._retrier import Attempts as Attempts
 from ._engine._retrier import Retrier as Retrier
 from ._engine._retrier import RetrierStatistics as RetrierStatistics
 from ._engine._retrier import ScopeStatistics as ScopeStatistics
+from ._engine._retrier import SyncAttempts as SyncAttempts
 
 # --- observability (statistics for health endpoints; OpenTelemetry is asyncretry.otel)
 # isort: split
@@ -182,6 +183,7 @@ __all__ = [
     "RetryScheduled",
     "ScopeEvicted",
     "ScopeStatistics",
+    "SyncAttempts",
     "Throttled",
     "error_code_of",
     "history_of",

@@ -24,8 +24,7 @@ from typing import Any
 
 import httpx
 
-from .._engine._classify import AWS_THROTTLING_CODES, AWS_TRANSIENT_CODES, Outcome
-from .._primitives._kinds import OutcomeKind
+from .. import AWS_THROTTLING_CODES, AWS_TRANSIENT_CODES, Outcome, OutcomeKind
 from .._validate import check_int
 
 __all__ = ["HttpClassifier", "error_code_of_response"]

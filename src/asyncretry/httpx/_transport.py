@@ -30,14 +30,20 @@ from typing import Any, cast
 import anyio
 import httpx
 
-from .._engine._attempt import Attempt
-from .._engine._classify import Outcome
-from .._engine._history import RetryHistory
-from .._engine._policy import RetryPolicy
-from .._engine._retrier import Attempts, Retrier, RetrierStatistics, SyncAttempts
-from .._exceptions import AsyncRetryError
-from .._primitives._clock import Clock, RandomSource
-from .._primitives._kinds import OutcomeKind
+from .. import (
+    AsyncRetryError,
+    Attempt,
+    Attempts,
+    Clock,
+    Outcome,
+    OutcomeKind,
+    RandomSource,
+    Retrier,
+    RetrierStatistics,
+    RetryHistory,
+    RetryPolicy,
+    SyncAttempts,
+)
 from .._validate import check_bool, check_seconds
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
 from ._errors import as_httpx_error
