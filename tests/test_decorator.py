@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Coroutine
 from typing import Any, assert_type
 
 import pytest
 
-from asyncretry import NoBackoff, Retrier, RetryPolicy, history_of, retry
+from asyncretry import NoBackoff, Retrier, RetryCapacityExceeded, RetryPolicy, history_of, retry
 
 
 class Flaky:
@@ -119,23 +120,11 @@ async def test_a_given_retrier_is_shared_and_keeps_its_name() -> None:
     assert sorted(shared.scope_keys()) == ["default", "two"]
 
 
-@pytest.mark.anyio
-async def test_policy_fields_apply_on_top_of_a_policy() -> None:
-    """retry(policy, **fields) uses the policy with those fields replaced."""
+def test_a_field_given_in_the_policy_and_as_an_argument_is_refused() -> None:
+    """retry(policy, max_attempts=2) gives max_attempts twice: a TypeError says so and how to mean it."""
     base = RetryPolicy(max_attempts=5, backoff=NoBackoff())
-    flaky = Flaky(failures=10)
-
-    @retry(base, max_attempts=2)
-    async def get() -> Any:
-        return await flaky(None)
-
-    with pytest.raises(ConnectionResetError) as err:
-        await get()
-    assert flaky.calls == 2
-    history = history_of(err.value)
-    assert history is not None
-    assert history.gave_up == "max_attempts"
-    assert get.retrier.policy == base.replace(max_attempts=2)  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"max_attempts given twice.*policy\.replace\(max_attempts=\.\.\.\)"):
+        retry(base, max_attempts=2)
 
 
 @pytest.mark.anyio
@@ -185,5 +174,189 @@ def test_bad_policy_fields_fail_at_decoration_time() -> None:
 
 def test_a_non_callable_is_refused() -> None:
     """Decorating something that cannot be called raises TypeError."""
-    with pytest.raises(TypeError, match="@retry needs an async function"):
-        retry()(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="@retry needs an async or plain function"):
+        retry()(42)  # type: ignore[call-overload]
+
+
+# ----------------------------------------------------------------------------- shorthands
+@retry
+async def plain_async(value: int) -> int:
+    return value + 1
+
+
+@retry
+def plain_sync(value: int) -> int:
+    return value * 2
+
+
+@pytest.mark.anyio
+async def test_retry_without_parentheses_decorates_with_the_default_policy() -> None:
+    """@retry alone works on async and plain functions, with the default policy (AWS standard mode)."""
+    assert await plain_async(1) == 2
+    assert plain_sync(2) == 4
+    assert plain_async.retrier.policy == RetryPolicy()  # type: ignore[attr-defined]
+    assert plain_sync.retrier.policy == RetryPolicy()  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "on",
+    [ConnectionResetError, (KeyError, ConnectionResetError), lambda e: isinstance(e, ConnectionResetError)],
+    ids=["type", "tuple", "predicate"],
+)
+async def test_on_retries_exactly_the_errors_it_names(on: Any) -> None:
+    """on= (a type, a tuple of types or a predicate) retries those errors and nothing else."""
+    flaky = Flaky(failures=1)
+
+    @retry(on=on, backoff=NoBackoff())
+    async def get(value: str) -> str:
+        return str(await flaky(value))
+
+    assert await get("x") == "x"
+    assert flaky.calls == 2
+
+    @retry(on=on, backoff=NoBackoff())
+    async def wrong() -> None:
+        raise ValueError("not named by on=")
+
+    with pytest.raises(ValueError) as caught:
+        await wrong()
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "not_retryable"
+
+
+def test_on_and_classifier_together_are_refused() -> None:
+    """on= and classifier= both say what to retry: giving both is a TypeError."""
+    from asyncretry import Classifier
+
+    with pytest.raises(TypeError, match="on= and classifier="):
+        retry(on=OSError, classifier=Classifier())
+    with pytest.raises(TypeError, match="on must be"):
+        retry(on=42)  # type: ignore[call-overload]
+
+
+# ------------------------------------------------------------------------------ synchronous code
+class SyncFlaky:
+    """A plain callable failing the first ``failures`` times."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def __call__(self, value: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ConnectionResetError(f"call {self.calls}")
+        return value
+
+
+def test_a_plain_function_stays_a_plain_function() -> None:
+    """@retry on a def gives a def (not a coroutine function) that retries with the same engine."""
+    flaky = SyncFlaky(failures=2)
+
+    @retry(max_attempts=3, backoff=NoBackoff())
+    def load(key: str) -> str:
+        return str(flaky(key))
+
+    assert not inspect.iscoroutinefunction(load)
+    assert load("k") == "k"
+    assert flaky.calls == 3
+    stats = load.retrier.statistics()  # type: ignore[attr-defined]
+    assert (stats.calls, stats.attempts, stats.retries, stats.successes) == (1, 3, 2, 1)
+    assert_type(load("k"), str)
+
+
+def test_a_plain_function_gives_up_with_history_and_spends_the_quota() -> None:
+    """Giving up in sync code: the real last error with its history; the quota paid for each retry."""
+    flaky = SyncFlaky(failures=10)
+
+    @retry(max_attempts=3, backoff=NoBackoff())
+    def load() -> None:
+        flaky(None)
+
+    with pytest.raises(ConnectionResetError) as caught:
+        load()
+    history = history_of(caught.value)
+    assert history is not None
+    assert (history.gave_up, len(history.attempts)) == ("max_attempts", 3)
+    (scope,) = load.retrier.statistics().scopes  # type: ignore[attr-defined]
+    assert scope.quota is not None
+    assert scope.quota.available == 500 - 2 * 5
+
+
+def test_sync_backoff_sleeps_for_real_unless_test_mode_says_no_wait() -> None:
+    """The sync form sleeps its backoff with time.sleep; test_mode() switches the sleeping off."""
+    import time
+
+    from asyncretry import FixedBackoff
+    from asyncretry.testing import test_mode
+
+    flaky = SyncFlaky(failures=1)
+
+    @retry(max_attempts=2, backoff=FixedBackoff(0.02))
+    def load(value: str) -> str:
+        return str(flaky(value))
+
+    started = time.monotonic()
+    assert load("a") == "a"
+    assert time.monotonic() - started >= 0.02
+    flaky.calls = 0
+    with test_mode():
+        started = time.monotonic()
+        assert load("b") == "b"
+        assert time.monotonic() - started < 0.02
+
+
+def test_a_plain_function_returning_a_coroutine_is_refused() -> None:
+    """A plain function that returns a coroutine was meant to be awaited: a TypeError, and no warning."""
+    async def later() -> int:
+        return 1
+
+    @retry
+    def wrong() -> Coroutine[Any, Any, int]:
+        return later()
+
+    with pytest.raises(TypeError, match="returned a coroutine"):
+        _ = wrong()
+
+
+def test_the_sync_forms_share_one_quota_across_threads() -> None:
+    """Eight threads failing through one decorated function: exact quota arithmetic, no lost update."""
+    import threading
+
+    @retry(max_attempts=3, backoff=NoBackoff())
+    def down() -> None:
+        raise ConnectionResetError("down")
+
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(5):
+            with pytest.raises((ConnectionResetError, RetryCapacityExceeded)):
+                down()
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stats = down.retrier.statistics()  # type: ignore[attr-defined]
+    (scope,) = stats.scopes
+    assert scope.quota is not None
+    assert stats.calls == 40
+    assert scope.quota.available == 500 - 5 * stats.retries
+
+
+def test_call_sync_and_the_sync_attempts_loop() -> None:
+    """Retrier.call_sync and `for attempt in retrier.sync_attempts(): with attempt:` retry plain code."""
+    retrier = Retrier(RetryPolicy(backoff=NoBackoff()))
+    flaky = SyncFlaky(failures=1)
+    assert retrier.call_sync(flaky, "x") == "x"
+    flaky.calls = 0
+    for attempt in retrier.sync_attempts(scope="loop"):
+        with attempt:
+            value = flaky("y")
+    assert value == "y"
+    assert retrier.statistics().retries == 2

@@ -411,7 +411,7 @@ def test_a_sync_transport_busy_deciding_is_skipped_rather_than_read_mid_decision
         instrumented.observe(transport)
         with httpx.Client(transport=transport) as client:
             assert client.get(URL).status_code == 200
-        with transport._lock:
+        with transport.retrier.lock:
             assert "asyncretry.quota.available" not in telemetry.metrics()
         assert telemetry.metrics()["asyncretry.quota.available"] == {scoped(ORIGIN, asyncretry__retrier="sync"): 500.0}
 

@@ -607,7 +607,7 @@ def _resend_count(event: Event) -> None:
 def _retrier_of(target: object) -> tuple[Retrier | None, bool, Any]:
     """The retrier behind ``target``, whether ``target`` is an httpx transport, and the sync transport's lock."""
     if isinstance(target, Retrier):
-        return target, False, None
+        return target, False, target.lock  # synchronous calls from other threads decide under it
     if "asyncretry.httpx" in sys.modules:
         from .httpx import AsyncRetryTransport, RetryTransport
 
@@ -615,7 +615,7 @@ def _retrier_of(target: object) -> tuple[Retrier | None, bool, Any]:
             return target.retrier, True, None
         if isinstance(target, RetryTransport):
             # Its threads decide under this lock, wherever observe() is called from.
-            return target.retrier, True, target._lock
+            return target.retrier, True, target.retrier.lock
     return None, False, None
 
 

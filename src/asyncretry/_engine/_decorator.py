@@ -1,68 +1,171 @@
-"""`@retry`: the decorator way in, preserving the wrapped function's signature (ParamSpec)."""
+"""`@retry`: the decorator way in, for async and plain functions alike, preserving their signatures (ParamSpec).
+
+``@retry`` on an ``async def`` gives a coroutine function driven by :meth:`Retrier.call`; on a plain
+``def`` it gives a plain function driven by :meth:`Retrier.call_sync` (sleeping with :func:`time.sleep`).
+Both share one :class:`Retrier` per decorated function: one quota, limiter, budget and breaker.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
+from .._primitives._kinds import OutcomeKind
+from ._classify import Classifier
 from ._policy import RetryPolicy
 from ._retrier import DEFAULT_SCOPE, Retrier
 
-__all__ = ["retry"]
+__all__ = ["On", "classifier_on", "retry"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
+On = type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool]
+"""What ``on=`` takes: an exception class, a tuple of them, or a predicate over exceptions."""
 
+
+def classifier_on(on: On) -> Classifier:
+    """A classifier that retries exactly the exceptions ``on`` names (stamina's ``on=``), as transient failures.
+
+    Raises:
+        TypeError: ``on`` is neither an exception class, a tuple of them, nor a callable.
+    """
+    if isinstance(on, tuple) or (isinstance(on, type) and issubclass(on, BaseException)):
+        types = on if isinstance(on, tuple) else (on,)
+        if not types or not all(isinstance(t, type) and issubclass(t, Exception) for t in types):
+            raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
+
+        def by_type(error: Exception) -> OutcomeKind | bool:
+            return isinstance(error, types)
+
+        return Classifier(retry_if=by_type)
+    if isinstance(on, type) or not callable(on):
+        raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
+    predicate = on
+
+    def by_predicate(error: Exception) -> OutcomeKind | bool:
+        return bool(predicate(error))
+
+    return Classifier(retry_if=by_predicate)
+
+
+@overload
+def retry(fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Coroutine[Any, Any, T]]: ...
+@overload
+def retry(fn: Callable[P, T], /) -> Callable[P, T]: ...
+@overload
 def retry(
     policy: RetryPolicy | None = None,
     /,
     *,
     retrier: Retrier | None = None,
     scope: str = DEFAULT_SCOPE,
+    on: On | None = None,
     **policy_fields: Any,
-) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Coroutine[Any, Any, T]]]:
-    """Retry an async function under a policy; the decorated function keeps its signature.
+) -> _Decorator: ...
+def retry(
+    policy: Any = None,
+    /,
+    *,
+    retrier: Retrier | None = None,
+    scope: str = DEFAULT_SCOPE,
+    on: On | None = None,
+    **policy_fields: Any,
+) -> Any:
+    """Retry a function under a policy; the decorated function keeps its signature (async or not).
 
-    All calls of the decorated function share one :class:`Retrier` (one quota, limiter and breaker);
-    each call has its own attempts.
+    All calls of the decorated function share one :class:`Retrier` (one quota, limiter, budget and
+    breaker); each call has its own attempts. ``@retry`` alone uses the default policy (AWS standard mode).
 
     Args:
         policy: the policy; default ``RetryPolicy(**policy_fields)``.
-        retrier: an existing retrier to share (then ``policy`` and ``policy_fields`` must be empty).
+        retrier: an existing retrier to share (then ``policy``, ``on`` and ``policy_fields`` must be empty).
         scope: the scope the calls belong to.
-        **policy_fields: :class:`RetryPolicy` fields, applied on top of ``policy``.
+        on: retry exactly these errors: an exception class, a tuple of them, or a predicate (stamina's
+            ``on=``); a shorthand for ``classifier=``, which it excludes.
+        **policy_fields: :class:`RetryPolicy` fields, for a policy made here (not beside ``policy``:
+            change a given policy with ``policy.replace(...)``).
+
+    Raises:
+        TypeError: a field given twice (in ``policy`` and as an argument, or ``on`` and ``classifier``),
+            a retrier beside a policy, or something that cannot be decorated.
 
     Example::
 
-        @asyncretry.retry(max_attempts=5, classifier=Classifier(transient=(MyError,)))
+        @asyncretry.retry(on=ConnectionError, max_attempts=5)
         async def fetch(key: str) -> bytes: ...
-    """
-    if retrier is not None:
-        if policy is not None or policy_fields:
-            raise TypeError("pass either retrier or a policy (and policy fields), not both")
-        shared = retrier
-    else:
-        base = policy if policy is not None else None
-        if base is None:
-            final = RetryPolicy(**policy_fields)
-        else:
-            final = base.replace(**policy_fields) if policy_fields else base
-        shared = Retrier(final)
 
-    def decorate(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
-        if not inspect.iscoroutinefunction(fn) and not callable(fn):
-            raise TypeError(f"@retry needs an async function, got {fn!r}")
+        @asyncretry.retry
+        def read_config() -> dict[str, str]: ...
+    """
+    if callable(policy) and not isinstance(policy, RetryPolicy):
+        return _Decorator(_shared(None, retrier, on, policy_fields), scope)(policy)  # @retry without parentheses
+    return _Decorator(_shared(policy, retrier, on, policy_fields), scope)
+
+
+def _shared(policy: Any, retrier: Retrier | None, on: On | None, fields: dict[str, Any]) -> Retrier:
+    if retrier is not None:
+        if policy is not None or fields or on is not None:
+            raise TypeError("pass either retrier or a policy (and policy fields), not both")
+        if not isinstance(retrier, Retrier):
+            raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
+        return retrier
+    if on is not None:
+        if "classifier" in fields:
+            raise TypeError("on= and classifier= both say what to retry: give one of them")
+        fields["classifier"] = classifier_on(on)
+    if policy is None:
+        return Retrier(RetryPolicy(**fields))
+    if not isinstance(policy, RetryPolicy):
+        raise TypeError(f"policy must be a RetryPolicy, got {policy!r}")
+    if fields:
+        names = ", ".join(sorted(fields))
+        raise TypeError(
+            f"{names} given twice: once in the policy and once as an argument; "
+            f"use retry(policy.replace({', '.join(f'{n}=...' for n in sorted(fields))})) to change the policy"
+        )
+    return Retrier(policy)
+
+
+class _Decorator:
+    """What ``retry(...)`` returns: applied to a function, it wraps it in the shared retrier."""
+
+    def __init__(self, shared: Retrier, scope: str) -> None:
+        self.retrier = shared
+        self.scope = scope
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    @overload
+    def __call__(self, fn: Callable[P, T]) -> Callable[P, T]: ...
+    def __call__(self, fn: Callable[P, Any]) -> Callable[P, Any]:
+        if not callable(fn):
+            raise TypeError(f"@retry needs an async or plain function, got {fn!r}")
+        shared, scope = self.retrier, self.scope
         if shared.name == "retrier":
             shared.name = getattr(fn, "__qualname__", "retrier")
+        if _is_async(fn):
+            coroutine_fn: Callable[..., Awaitable[Any]] = fn
+
+            @functools.wraps(fn)
+            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await shared._call(scope, coroutine_fn, args, kwargs)
+
+            wrapper.retrier = shared  # type: ignore[attr-defined]
+            return wrapper
 
         @functools.wraps(fn)
-        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-            return await shared._call(scope, fn, args, kwargs)
+        def sync_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return shared._call_sync(scope, fn, args, kwargs)
 
-        wrapper.retrier = shared  # type: ignore[attr-defined]
-        return wrapper
+        sync_wrapper.retrier = shared  # type: ignore[attr-defined]
+        return sync_wrapper
 
-    return decorate
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """An ``async def`` (also behind functools.partial, or as an object's ``async def __call__``)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)

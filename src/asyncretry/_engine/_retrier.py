@@ -9,6 +9,8 @@ use :meth:`Retrier.attempts` and :meth:`Retrier.sync_attempts` with a ``judge`` 
 
 from __future__ import annotations
 
+import inspect
+import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -101,7 +103,7 @@ class Retrier:
     """
 
     __slots__ = (
-        "_attempts", "_calls", "_failures", "_parts", "_retries", "_rng", "_scopes", "_successes",
+        "_attempts", "_calls", "_failures", "_lock", "_parts", "_retries", "_rng", "_scopes", "_successes",
         "clock", "events", "name", "policy",
     )
 
@@ -150,6 +152,8 @@ class Retrier:
             self._evicted,
         )
         self._calls = self._attempts = self._retries = self._successes = self._failures = 0
+        # Synchronous calls from several threads take every step on shared state under this lock.
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------ scopes
     def _new_scope(self, key: str, now: float) -> Scope:
@@ -210,14 +214,12 @@ class Retrier:
     ) -> SyncAttempts:
         """:meth:`attempts` for synchronous code: ``for attempt in ...: with attempt: ...``.
 
-        Args: as :meth:`attempts`, and ``lock``: held around every step on the scope's shared state
-        when threads share this retrier.
+        Safe to use from several threads at once: every step on the scope's shared state is taken
+        under the retrier's lock (or ``lock``, for integrations that hold one of their own).
         """
+        lock = lock if lock is not None else self._lock
         now = self.clock.now()
-        if lock is not None:
-            with lock:
-                found = self._scopes.get(scope, now)
-        else:
+        with lock:
             found = self._scopes.get(scope, now)
         return SyncAttempts(self, found, policy if policy is not None else self.policy, now,
                             judge=judge, label=label, lock=lock)
@@ -253,7 +255,39 @@ class Retrier:
             raise attempts.result_error()
         return result
 
+    def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """:meth:`call` for a plain (synchronous) function: ``fn(*args, **kwargs)`` with retries, sleeping
+        with :func:`time.sleep`. Safe to call from several threads at once.
+
+        Raises: as :meth:`call`; ``TypeError`` if ``fn`` returns a coroutine (use :meth:`call`).
+        """
+        return self._call_sync(DEFAULT_SCOPE, fn, args, kwargs)
+
+    def call_sync_in(self, scope: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Like :meth:`call_sync`, in the given scope."""
+        return self._call_sync(scope, fn, args, kwargs)
+
+    def _call_sync(self, scope: str, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        attempts = self.sync_attempts(scope=scope)
+        result: T = NOT_SET
+        for attempt in attempts:
+            with attempt:
+                result = fn(*args, **kwargs)
+                if inspect.iscoroutine(result):
+                    result.close()  # never awaited: close it rather than let it warn later
+                    raise TypeError(f"{fn!r} returned a coroutine: retry it with `await retrier.call(...)`")
+                attempt.result = result
+        if attempts.gave_up is not None:
+            raise attempts.result_error()
+        return result
+
     # ------------------------------------------------------------------------------ inspection
+    @property
+    def lock(self) -> AbstractContextManager[Any]:
+        """The lock synchronous calls hold around every step on shared state; a reader in another thread
+        (a metrics collector) takes it to see a consistent snapshot."""
+        return self._lock
+
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Add an event listener to this retrier's bus; returns a function that removes it."""
         return self.events.subscribe(listener)

@@ -22,7 +22,6 @@ whether a request may be sent again) is decided in one place, on every path, tim
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
@@ -598,13 +597,10 @@ class RetryTransport(_Base, httpx.BaseTransport):
         if self.policy.on_give_up_is_async:
             raise ValueError("on_give_up must be a plain function for the synchronous RetryTransport")
         self._transport = _inner_sync(transport, transport_options)
-        self._lock = threading.Lock()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
-        attempts = self.retrier.sync_attempts(
-            scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label, lock=self._lock
-        )
+        attempts = self.retrier.sync_attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
         response: httpx.Response | None = None
         try:
             while (attempt := attempts.start()) is not None:
