@@ -45,8 +45,9 @@ def decode_bounded(headers: Mapping[str, str], raw: bytes, limit: int) -> bytes 
     """A body decoded as its ``Content-Encoding`` says, never producing more than ``limit`` bytes.
 
     ``gzip`` (and ``x-gzip``), ``deflate`` (zlib-wrapped, or raw as some servers send it) and
-    ``identity`` are decoded, stacked encodings (``gzip, deflate``) in reverse order; every
-    intermediate layer is held to ``limit`` too. Truncated data gives what it holds, as httpx does.
+    ``identity`` are decoded, stacked encodings (``gzip, deflate``) in reverse order. An intermediate
+    layer of a stack may hold up to ``2 * limit + 1024`` bytes (a compressed form is at most a little
+    larger than what it holds). Truncated data gives what it holds, as httpx does.
 
     Args:
         headers: the response headers (``httpx.Headers``, or a mapping with lower-case names).
@@ -63,19 +64,19 @@ def decode_bounded(headers: Mapping[str, str], raw: bytes, limit: int) -> bytes 
     """
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an integer, got {limit!r} ({type(limit).__name__})")
-    if limit < 0 or limit.bit_length() > 62:
-        raise ValueError(f"limit must be an integer >= 0 and < 2**62, got {'a huge integer' if limit > 0 else limit}")
+    if limit < 0 or limit.bit_length() > 60:
+        raise ValueError(f"limit must be an integer >= 0 and < 2**60, got {'a huge integer' if limit > 0 else limit}")
+    layers = [token.strip(" \t").lower() for token in headers.get("content-encoding", "").split(",")]
+    layers = [layer for layer in layers if layer not in ("", "identity")]
     data = raw
-    for token in reversed(headers.get("content-encoding", "").split(",")):
-        encoding = token.strip(" \t").lower()
-        if encoding in ("", "identity"):
-            continue
+    for remaining, encoding in enumerate(reversed(layers), 1 - len(layers)):
+        bound = limit if remaining == 0 else 2 * limit + 1024  # the last layer undone is the body
         if encoding in ("gzip", "x-gzip"):
-            decoded = _inflate(data, _GZIP, limit)
+            decoded = _inflate(data, _GZIP, bound)
         elif encoding == "deflate":
-            decoded = _inflate(data, _ZLIB, limit)
+            decoded = _inflate(data, _ZLIB, bound)
             if decoded is None:
-                decoded = _inflate(data, _RAW_DEFLATE, limit)
+                decoded = _inflate(data, _RAW_DEFLATE, bound)
         else:
             return None
         if decoded is None:
@@ -129,7 +130,7 @@ def json_depth(text: str) -> int:
     error, so invalid input reaches no deeper), without recursing itself.
     """
     skeleton = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
-    return max(accumulate(map(_STEP.__getitem__, skeleton)), default=0)
+    return max(0, max(accumulate(map(_STEP.__getitem__, skeleton)), default=0))
 
 
 def _json_code(text: str) -> str | None:
