@@ -271,11 +271,14 @@ def _error_code(name: str, value: object) -> str:
 
 
 def _check_body_limit(value: object) -> None:
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        # repr() of a 5,000-digit integer raises ValueError of its own: describe it instead
-        shown = f"{'-' if value < 0 else ''}an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_error_body must be an integer (bytes), got {value!r} ({type(value).__name__})")
+    if not 0 <= value <= MAX_ERROR_BODY:
+        # repr() of a 5,000-digit integer raises ValueError of its own: describe such a number instead
+        shown = repr(value) if value.bit_length() <= 64 else (
+            f"{'-' if value < 0 else ''}an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+        )
         raise ValueError(f"max_error_body must be an integer >= 0 and <= {MAX_ERROR_BODY} (bytes), got {shown}")
-    check_int("max_error_body", value, low=0, high=MAX_ERROR_BODY)
 
 
 def _verdict_kind(verdict: OutcomeKind | bool | str, status: int) -> tuple[OutcomeKind, str]:
