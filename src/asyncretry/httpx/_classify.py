@@ -276,7 +276,7 @@ def _check_body_limit(value: object) -> None:
     if not 0 <= value <= MAX_ERROR_BODY:
         # repr() of a 5,000-digit integer raises ValueError of its own: describe such a number instead
         shown = repr(value) if value.bit_length() <= 64 else (
-            f"{'-' if value < 0 else ''}an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+            f"{'a negative' if value < 0 else 'an'} integer of about {int(value.bit_length() * 0.30103) + 1} digits"
         )
         raise ValueError(f"max_error_body must be an integer >= 0 and <= {MAX_ERROR_BODY} (bytes), got {shown}")
 
