@@ -96,6 +96,7 @@ _BOMS = (
     (BOM_UTF32_LE, "utf-32"), (BOM_UTF32_BE, "utf-32"), (BOM_UTF8, "utf-8-sig"),
     (BOM_UTF16_LE, "utf-16"), (BOM_UTF16_BE, "utf-16"),
 )
+_BOM_STARTS = frozenset(bom[:1] for bom, _ in _BOMS)
 
 
 def body_text(body: bytes, content_type: str = "") -> str:
@@ -107,10 +108,11 @@ def body_text(body: bytes, content_type: str = "") -> str:
     charset is ignored.
     """
     codec = "utf-8"
-    match = _CHARSET.search(content_type)
-    if match is not None:
-        codec = _WIDE_CHARSETS.get(match.group(1).lower().replace("-", "").replace("_", ""), "utf-8")
-    if codec == "utf-8":
+    if ";" in content_type:  # parameters: perhaps a charset
+        match = _CHARSET.search(content_type)
+        if match is not None:
+            codec = _WIDE_CHARSETS.get(match.group(1).lower().replace("-", "").replace("_", ""), "utf-8")
+    if codec == "utf-8" and body[:1] in _BOM_STARTS:
         codec = next((name for bom, name in _BOMS if body.startswith(bom)), "utf-8")
     return body.decode(codec, "replace")
 

@@ -38,9 +38,9 @@ _LONGEST_DATE = 40  # the longest form, RFC 850 with "Wednesday", has 33 charact
 
 def _number(text: str, pattern: re.Pattern[str]) -> float | None:
     """ASCII digits (with a fraction if ``pattern`` allows one) as a number, capped at ``LONGEST_DELAY * 1000``."""
-    if pattern.fullmatch(text) is None:
+    if not (text.isdigit() and text.isascii()) and pattern.fullmatch(text) is None:  # str methods: the quick test
         return None
-    if len(text.partition(".")[0].lstrip("0")) > _LONGEST_DIGITS:
+    if len(text) > _LONGEST_DIGITS and len(text.partition(".")[0].lstrip("0")) > _LONGEST_DIGITS:
         return LONGEST_DELAY * 1000.0  # float() would read it, int() may refuse it: no need to try
     return float(text)
 
