@@ -130,7 +130,9 @@ def test_a_stacked_bomb_is_refused_in_bounded_memory() -> None:
 
 @pytest.mark.parametrize(
     ("limit", "error"),
-    [(-1, ValueError), (10**400, ValueError), (1.5, TypeError), (True, TypeError), ("10", TypeError)],
+    [(-1, ValueError), (10**400, ValueError), (-(10**5000), ValueError), (2**60, ValueError), (1.5, TypeError),
+     (True, TypeError), ("10", TypeError)],
+    ids=["-1", "10**400", "-10**5000", "2**60", "1.5", "True", "'10'"],
 )
 def test_a_bad_limit_is_refused(limit: object, error: type[Exception]) -> None:
     """The limit must be an integer >= 0; the message names it."""

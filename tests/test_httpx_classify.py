@@ -529,6 +529,8 @@ def test_the_headers_classification_reads_come_out_as_headers_get_gives_them() -
         ({"max_error_body": 10**5000}, ValueError, "max_error_body .* an integer of about 5001 digits"),
         ({"max_error_body": -(10**5000)}, ValueError, "max_error_body .* got a negative integer of about 5001 digits"),
         ({"max_error_body": 1.5}, TypeError, "max_error_body must be an integer"),
+        ({"transient_statuses": [10**5000]}, ValueError,
+         r"transient_statuses\[...\] must be an integer >= 100 and <= 599, got an integer of about 5001 digits"),
         ({"max_error_body": True}, TypeError, "max_error_body must be an integer"),
     ],
     ids=lambda v: next(iter(v)) if isinstance(v, dict) else "",  # repr() of 10**5000 would raise

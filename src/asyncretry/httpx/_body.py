@@ -65,7 +65,8 @@ def decode_bounded(headers: Mapping[str, str], raw: bytes, limit: int) -> bytes 
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an integer, got {limit!r} ({type(limit).__name__})")
     if limit < 0 or limit.bit_length() > 60:
-        raise ValueError(f"limit must be an integer >= 0 and < 2**60, got {'a huge integer' if limit > 0 else limit}")
+        shown = limit if limit.bit_length() <= 64 else "an integer of more than 19 digits"  # repr() may refuse
+        raise ValueError(f"limit must be an integer >= 0 and < 2**60, got {shown}")
     layers = [token.strip(" \t").lower() for token in headers.get("content-encoding", "").split(",")]
     layers = [layer for layer in layers if layer not in ("", "identity")]
     data = raw

@@ -23,7 +23,6 @@ import httpx
 
 from .._engine._classify import AWS_THROTTLING_CODES, AWS_TRANSIENT_CODES, Outcome
 from .._primitives._kinds import OutcomeKind
-from .._validate import check_int
 from ._body import MAX_CODE_LENGTH, code_in_body
 
 __all__ = ["HttpClassifier", "error_code_of_response"]
@@ -128,7 +127,7 @@ class HttpClassifier:
         s = object.__setattr__
         for name in ("transient_statuses", "throttling_statuses"):
             statuses = _collection(name, getattr(self, name), "status codes", "frozenset({503})")
-            s(self, name, frozenset(check_int(f"{name}[...]", status, low=100, high=599) for status in statuses))
+            s(self, name, frozenset(_status(name, status) for status in statuses))
         for name in ("throttling_codes", "transient_codes"):
             codes = _collection(name, getattr(self, name), "error codes", "frozenset({'SlowDown'})")
             s(self, name, frozenset(_error_code(name, code) for code in codes))
@@ -270,15 +269,25 @@ def _error_code(name: str, value: object) -> str:
     return value
 
 
-def _check_body_limit(value: object) -> None:
+def _integer(name: str, value: object, low: int, high: int, unit: str = "") -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]``; else TypeError or ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_error_body must be an integer (bytes), got {value!r} ({type(value).__name__})")
-    if not 0 <= value <= MAX_ERROR_BODY:
+        raise TypeError(f"{name} must be an integer{unit}, got {value!r} ({type(value).__name__})")
+    if not low <= value <= high:
         # repr() of a 5,000-digit integer raises ValueError of its own: describe such a number instead
         shown = repr(value) if value.bit_length() <= 64 else (
             f"{'a negative' if value < 0 else 'an'} integer of about {int(value.bit_length() * 0.30103) + 1} digits"
         )
-        raise ValueError(f"max_error_body must be an integer >= 0 and <= {MAX_ERROR_BODY} (bytes), got {shown}")
+        raise ValueError(f"{name} must be an integer >= {low} and <= {high}{unit}, got {shown}")
+    return value
+
+
+def _status(name: str, value: object) -> int:
+    return _integer(f"{name}[...]", value, 100, 599)
+
+
+def _check_body_limit(value: object) -> None:
+    _integer("max_error_body", value, 0, MAX_ERROR_BODY, " (bytes)")
 
 
 def _verdict_kind(verdict: OutcomeKind | bool | str, status: int) -> tuple[OutcomeKind, str]:
