@@ -1,4 +1,5 @@
-"""How httpx outcomes are judged: statuses, AWS error codes, connection errors, idempotency, replayable bodies."""
+"""How httpx outcomes are judged: statuses, AWS error codes (from any body a server sends), connection errors,
+idempotency, replayable bodies, and the classifier's settings checked at construction."""
 
 from __future__ import annotations
 
@@ -15,9 +16,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncretry import OutcomeKind, RetryPolicy
-from asyncretry.httpx import EXTENSION, AsyncRetryTransport, HttpClassifier, RetryInfo, error_code_of_response
+from asyncretry.httpx import (
+    EXTENSION,
+    AsyncRetryTransport,
+    HttpClassifier,
+    RetryInfo,
+    RetryTransport,
+    error_code_of_response,
+)
 from asyncretry.httpx._classify import body_replay, headers_read
-from asyncretry.testing import fixed_random
+from asyncretry.testing import fixed_random, test_mode
 
 K = OutcomeKind
 URL = "https://api.test/items"
@@ -484,3 +492,145 @@ def test_the_headers_classification_reads_come_out_as_headers_get_gives_them() -
     assert found["content-type"] == "application/json, charset=utf-8"
     assert found["x-amz-retry-after"] == "caf\u00e9"
     assert headers_read(httpx.Headers([(b"retry-after", "\u00e9".encode("latin-1"))])) == {"retry-after": "\u00e9"}
+
+
+# ------------------------------------------------------------------------------- settings validation
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"idempotent_methods": "GET"}, TypeError, "idempotent_methods must be a collection of HTTP methods"),
+        ({"idempotent_methods": b"GET"}, TypeError, "idempotent_methods .* got the string b'GET'"),
+        ({"idempotent_methods": None}, TypeError, "idempotent_methods must be a collection .* got None"),
+        ({"idempotent_methods": iter(["GET"])}, TypeError, "idempotent_methods must be a collection"),
+        ({"idempotent_methods": frozenset({"GET", 1})}, TypeError, "idempotent_methods must be an HTTP method"),
+        ({"idempotent_methods": frozenset({"GE T"})}, ValueError, "idempotent_methods .* RFC 9110 token"),
+        ({"idempotent_methods": frozenset({""})}, ValueError, "idempotent_methods .* non-empty"),
+        ({"transient_statuses": "503"}, TypeError, "transient_statuses must be a collection of status codes"),
+        ({"transient_statuses": None}, TypeError, "transient_statuses must be a collection"),
+        ({"throttling_statuses": 429}, TypeError, "throttling_statuses must be a collection"),
+        ({"throttling_statuses": frozenset({"429"})}, TypeError, r"throttling_statuses\[...\] must be an integer"),
+        ({"throttling_statuses": frozenset({True})}, TypeError, r"throttling_statuses\[...\] must be an integer"),
+        ({"throttling_codes": "SlowDown"}, TypeError, "throttling_codes must be a collection of error codes"),
+        ({"transient_codes": None}, TypeError, "transient_codes must be a collection"),
+        ({"transient_codes": [b"RequestTimeout"]}, TypeError, "transient_codes must hold error codes"),
+        ({"transient_codes": [""]}, ValueError, "transient_codes must hold error codes of 1 to 128"),
+        ({"retry_non_idempotent": "false"}, TypeError, "retry_non_idempotent must be True or False, got 'false'"),
+        ({"retry_non_idempotent": 0}, TypeError, "retry_non_idempotent must be True or False"),
+        ({"read_error_bodies": None}, TypeError, "read_error_bodies must be True or False"),
+        ({"idempotency_header": None}, TypeError, "idempotency_header must be a header name"),
+        ({"idempotency_header": b"Idempotency-Key"}, TypeError, "idempotency_header must be a header name"),
+        ({"idempotency_header": ""}, ValueError, "idempotency_header .* non-empty RFC 9110 token"),
+        ({"idempotency_header": "Idempotenz-Schl\u00fcssel"}, ValueError, "idempotency_header .* ASCII"),
+        ({"idempotency_header": "Idempotency Key"}, ValueError, "idempotency_header .* token"),
+        ({"idempotency_header": "Key:"}, ValueError, "idempotency_header .* token"),
+        ({"max_error_body": -1}, ValueError,
+         r"max_error_body must be an integer >= 0 and <= 16777216 \(bytes\), got -1$"),
+        ({"max_error_body": 10**400}, ValueError, "max_error_body must be an integer >= 0 and <= 16777216"),
+        ({"max_error_body": 10**5000}, ValueError, "max_error_body .* an integer of about 5001 digits"),
+        ({"max_error_body": -(10**5000)}, ValueError, "max_error_body .* got a negative integer of about 5001 digits"),
+        ({"max_error_body": 1.5}, TypeError, "max_error_body must be an integer"),
+        ({"transient_statuses": [10**5000]}, ValueError,
+         r"transient_statuses\[...\] must be an integer >= 100 and <= 599, got an integer of about 5001 digits"),
+        ({"max_error_body": True}, TypeError, "max_error_body must be an integer"),
+    ],
+    ids=lambda v: next(iter(v)) if isinstance(v, dict) else "",  # repr() of 10**5000 would raise
+)
+def test_wrong_settings_fail_at_construction_naming_the_parameter(
+    settings: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """Strings for collections, None, non-bools for flags, bad header names and limits are refused at once."""
+    with pytest.raises(error, match=message):
+        HttpClassifier(**settings)  # type: ignore[arg-type]
+
+
+def test_collections_of_any_kind_are_accepted_and_frozen() -> None:
+    """Lists, tuples and sets become frozensets; methods are upper-cased; header names may use any token char."""
+    classifier = HttpClassifier(
+        idempotent_methods=["get", "PROPFIND"],  # type: ignore[arg-type]
+        transient_statuses=(500, 503),  # type: ignore[arg-type]
+        throttling_codes={"SlowDown"},  # type: ignore[arg-type]
+        idempotency_header="X-Request_Id.v2",
+        max_error_body=0,
+    )
+    assert classifier.idempotent_methods == frozenset({"GET", "PROPFIND"})
+    assert classifier.transient_statuses == frozenset({500, 503})
+    assert classifier.throttling_codes == frozenset({"SlowDown"})
+    assert HttpClassifier(max_error_body=16 * 1024 * 1024).max_error_body == 16 * 1024 * 1024
+
+
+# ----------------------------------------------------------------------------- hostile error bodies
+NESTED = b'{"__type": "ThrottlingException", "detail": ' + b"[" * 32_000 + b"]" * 32_000 + b"}"
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "code"),
+    [
+        ({}, NESTED, None),  # 64 KiB nested 32,000 deep: too deep to parse, no RecursionError
+        ({}, b"[" * 65_536, None),
+        ({}, b'{"a":' * 13_000, None),
+        ({}, b'{"code": ' + b"9" * 5_000 + b"}", None),  # int() refuses 5,000 digits: no code, no error
+        ({}, b'{"__type": "' + b"A" * 200 + b'"}', None),  # longer than any code
+        ({}, b'{"__type": "Slow\\nDown"}', None),  # not printable
+        ({}, b"\xff\xfe\x00{", None),
+        ({"content-type": "application/json; charset=utf-16"}, '{"code": "SlowDown"}'.encode("utf-16"), "SlowDown"),
+        ({"content-type": "application/json; charset=\u00ff"}, b'{"code": "SlowDown"}', "SlowDown"),
+        ({"content-type": "text/xml; charset=utf-32"}, "<Error><Code>SlowDown</Code></Error>".encode("utf-32"),
+         "SlowDown"),
+        ({"x-amzn-ErrorType": "ThrottlingException, ThrottlingException"}, None, "ThrottlingException"),
+        ({"x-amzn-ErrorType": "X" * 200}, None, None),
+    ],
+    ids=lambda v: repr(v)[:30],
+)
+def test_error_codes_of_hostile_bodies_are_found_or_not_never_raised(
+    headers: dict[str, str], body: bytes | None, code: str | None
+) -> None:
+    """Deep nesting, giant numbers, huge codes, stray bytes and any charset give a code or None, never an error."""
+    raw = httpx.Headers([(name.encode(), value.encode()) for name, value in headers.items()])
+    assert error_code_of_response(raw, body) == code
+
+
+@given(
+    body=st.binary(max_size=300) | st.text(alphabet='{}[]"\\:, _Codex<>/', max_size=300).map(str.encode),
+    content_type=st.binary(max_size=40),
+    error_type=st.none() | st.binary(max_size=40),
+)
+def test_no_body_or_header_makes_the_error_code_raise(
+    body: bytes, content_type: bytes, error_type: bytes | None
+) -> None:
+    """Any bytes in the body, Content-Type and x-amzn-ErrorType give a short printable code or None."""
+    raw = [(b"content-type", content_type)] + ([] if error_type is None else [(b"x-amzn-errortype", error_type)])
+    code = error_code_of_response(headers_read(httpx.Headers(raw)), body)
+    assert code is None or (0 < len(code) <= 128 and code.isprintable())
+
+
+@pytest.mark.parametrize("length", ["\u0665", "1_0", "9" * 5_000, "-1", "+5", " 12 ", "0x10"])
+def test_any_content_length_is_judged_without_error(length: str) -> None:
+    """A Content-Length that is not plain ASCII digits (or is absurdly long) means: do not read the body."""
+    headers = httpx.Headers([(b"content-length", length.encode()), (b"content-type", b"application/json")])
+    wanted = HttpClassifier().wants_body(response(400, headers=headers))
+    assert wanted is (length == " 12 ")
+
+
+def nested_error(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(429, headers={"content-type": "application/json"}, stream=httpx.ByteStream(NESTED))
+
+
+@pytest.mark.anyio
+async def test_a_deeply_nested_error_body_reaches_the_async_caller() -> None:
+    """Through AsyncRetryTransport, a 64 KiB body nested 32,000 deep is judged by its status and handed on whole."""
+    transport = AsyncRetryTransport(httpx.MockTransport(nested_error), policy=RetryPolicy(max_attempts=2))
+    async with httpx.AsyncClient(transport=transport) as client:
+        resp = await client.get(URL)
+    assert resp.status_code == 429
+    assert resp.content == NESTED
+    assert [(a.kind, a.reason) for a in info(resp).history.attempts] == [(K.THROTTLING, "HTTP 429")] * 2
+
+
+def test_a_deeply_nested_error_body_reaches_the_sync_caller() -> None:
+    """Through RetryTransport, the same body is judged by its status and handed on whole."""
+    transport = RetryTransport(httpx.MockTransport(nested_error), policy=RetryPolicy(max_attempts=2))
+    with test_mode(no_wait=True), httpx.Client(transport=transport) as client:
+        resp = client.get(URL)
+    assert resp.status_code == 429
+    assert resp.content == NESTED
+    assert [(a.kind, a.reason) for a in info(resp).history.attempts] == [(K.THROTTLING, "HTTP 429")] * 2

@@ -1,8 +1,11 @@
-"""Server-directed delays: Retry-After (seconds and HTTP-date), retry-after-ms, x-amz-retry-after, caps, deadlines."""
+"""Server-directed delays: Retry-After (seconds and HTTP-dates), retry-after-ms, x-amz-retry-after, caps, deadlines,
+and values no server should send (non-ASCII digits, 5,000 digits, garbage dates) that must never raise."""
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -14,8 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncretry import RetryPolicy
-from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, server_delay
-from asyncretry.testing import fixed_random
+from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport, server_delay
+from asyncretry.httpx._retry_after import LONGEST_DELAY
+from asyncretry.httpx._retry_after import http_date as read_http_date
+from asyncretry.testing import fixed_random, test_mode
 
 URL = "https://api.test/items"
 NOW = 1_750_000_000.0  # the injected wall clock, seconds since the epoch
@@ -264,3 +269,173 @@ async def test_server_delays_are_not_read_for_requests_that_will_not_be_retried(
     assert resp.status_code == 503
     assert route.call_count == 1
     assert anyio.current_time() == start
+
+
+# --------------------------------------------------------------------------------- hostile values
+HEADERS = [b"retry-after", b"retry-after-ms", b"x-amz-retry-after"]
+NOT_NUMBERS = [
+    "\u00b2".encode(),  # superscript two, in UTF-8: str.isdigit() says yes, int() says no
+    b"\xb2",  # the same as one raw byte (httpx reads it as Latin-1)
+    "\u0665".encode(),  # Arabic-Indic five: int() reads it as 5
+    "\uff11".encode(),  # a full-width one
+    b"1_000",  # int() and float() accept underscores
+    b"1e3",
+    b"+5",
+    b"0x10",
+    b"5 5",
+    b"\xa05",  # a Latin-1 no-break space: str.strip() would remove it, RFC 9110 whitespace is " " and tab
+    b"\xff\xfe\x00",
+]
+
+
+@pytest.mark.parametrize("name", HEADERS)
+@pytest.mark.parametrize("value", NOT_NUMBERS)
+def test_only_ascii_digits_make_a_delay(name: bytes, value: bytes) -> None:
+    """Non-ASCII digits, underscores, exponents, signs and stray bytes are not delays, and raise nothing."""
+    assert server_delay(httpx.Headers([(name, value)]), wall) is None
+
+
+@pytest.mark.parametrize(("name", "is_hint"), [(b"retry-after", False), (b"retry-after-ms", False),
+                                                (b"x-amz-retry-after", True)])
+@pytest.mark.parametrize("digits", [13, 400, 5_000])
+def test_huge_numbers_are_capped_not_overflowed(name: bytes, is_hint: bool, digits: int) -> None:
+    """A 13-, 400- or 5,000-digit value is read as LONGEST_DELAY (cut later to max_server_delay)."""
+    assert server_delay(httpx.Headers([(name, b"9" * digits)]), wall) == (LONGEST_DELAY, is_hint)
+
+
+def test_leading_zeros_do_not_make_a_number_huge() -> None:
+    """Five thousand zeros before a 7 are still 7 seconds."""
+    assert delay_of({"Retry-After": "0" * 5_000 + "7"}) == (7.0, False)
+    assert delay_of({"retry-after-ms": "0" * 5_000 + "1500.0"}) == (1.5, False)
+
+
+def test_milliseconds_take_a_fraction_and_nothing_else() -> None:
+    """retry-after-ms reads digits with an optional fraction: "2.", ".5" and "0" are fine, "." is not."""
+    assert delay_of({"retry-after-ms": "2."}) == (0.002, False)
+    assert delay_of({"retry-after-ms": ".5"}) == (0.0005, False)
+    assert delay_of({"retry-after-ms": "0"}) == (0.0, False)
+    assert delay_of({"retry-after-ms": "."}) is None
+
+
+@given(st.binary(max_size=60), st.binary(max_size=60), st.binary(max_size=60))
+def test_no_header_bytes_raise_or_give_a_delay_out_of_range(ms: bytes, seconds: bytes, amz: bytes) -> None:
+    """Any bytes in the three headers give None or a delay in [0, LONGEST_DELAY], never an exception."""
+    headers = httpx.Headers([(b"retry-after-ms", ms), (b"retry-after", seconds), (b"x-amz-retry-after", amz)])
+    found = server_delay(headers, wall)
+    assert found is None or 0.0 <= found[0] <= LONGEST_DELAY
+
+
+# ------------------------------------------------------------------------------------- HTTP-dates
+SUNDAY = 784_111_777.0  # Sun, 06 Nov 1994 08:49:37 GMT: RFC 9110's example
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sun, 06 Nov 1994 08:49:37 GMT",  # IMF-fixdate
+        "Sunday, 06-Nov-94 08:49:37 GMT",  # obsolete RFC 850 form
+        "Sun Nov  6 08:49:37 1994",  # ANSI C asctime(): no zone, UTC by definition
+    ],
+)
+def test_the_three_http_date_forms_are_read(text: str) -> None:
+    """RFC 9110's three forms of the same instant give the same time."""
+    assert read_http_date(text, NOW) == SUNDAY
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda t: format_datetime(datetime.fromtimestamp(t, tz=UTC), usegmt=True),
+        lambda t: datetime.fromtimestamp(t, tz=UTC).strftime("%A, %d-%b-%y %H:%M:%S GMT"),
+        lambda t: time.asctime(time.gmtime(t)),
+    ],
+    ids=["imf-fixdate", "rfc850", "asctime"],
+)
+def test_every_date_form_sets_the_delay(form: Callable[[float], str]) -> None:
+    """A Retry-After date 12 s ahead of the wall clock, in any of the three forms, is a 12 s delay."""
+    assert delay_of({"Retry-After": form(NOW + 12)}) == (12.0, False)
+
+
+def test_two_digit_years_follow_rfc_9110() -> None:
+    """An RFC 850 year more than 50 years ahead (of 2025 here) is the latest past year with those digits."""
+    assert datetime.fromtimestamp(NOW, UTC).year == 2025
+    in_50_years = read_http_date("Thursday, 06-Nov-75 08:49:37 GMT", NOW)
+    in_51_years = read_http_date("Friday, 06-Nov-76 08:49:37 GMT", NOW)
+    assert in_50_years == datetime(2075, 11, 6, 8, 49, 37, tzinfo=UTC).timestamp()
+    assert in_51_years == datetime(1976, 11, 6, 8, 49, 37, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sun, 06 Nov 1994 08:49:37",  # an IMF-fixdate without its zone
+        "Sun, 31 Feb 2026 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:49:37 GMT",
+        "Sun, 06 Nov 99999 08:49:37 GMT",
+        "Sun, 06 Nov 1994 08:49:37 +9999",
+        "Sun, \u0660\u0666 Nov 1994 08:49:37 GMT",  # Arabic-Indic digits
+        "Sun Nov  6 08:49:37",
+        "Sunday, 06-Nov-94 08:49:37",
+        "Sun, 06 Nov 1994 08:49:37 GMT" + " " * 100,
+        "yesterday",
+        "",
+        "\x00\xff",
+    ],
+)
+def test_garbage_dates_are_not_dates(text: str) -> None:
+    """Impossible days and hours, years out of range, bad zones, missing parts or non-ASCII digits: None."""
+    assert read_http_date(text, NOW) is None
+
+
+@given(st.text(max_size=50))
+def test_no_text_makes_http_date_raise(text: str) -> None:
+    """http_date answers a time or None for any text."""
+    found = read_http_date(text, NOW)
+    assert found is None or math.isfinite(found)
+
+
+# ---------------------------------------------------------------- hostile values through the transports
+HOSTILE = [
+    pytest.param([(b"retry-after", "\u00b2".encode())], 0.5, 0.5, id="retry-after-superscript"),
+    pytest.param([(b"retry-after", b"\xb2")], 0.5, 0.5, id="retry-after-raw-byte"),
+    pytest.param([(b"retry-after", "\u0665".encode())], 0.5, 0.5, id="retry-after-arabic-five"),
+    pytest.param([(b"retry-after-ms", b"1_000")], 0.5, 0.5, id="retry-after-ms-underscore"),
+    pytest.param([(b"x-amz-retry-after", "\u00b2".encode())], 0.5, 0.5, id="amz-superscript"),
+    pytest.param([(b"x-amz-retry-after", b"9" * 400)], 0.5, 5.5, id="amz-400-digits"),
+    pytest.param([(b"x-amz-retry-after", b"9" * 5_000)], 0.5, 5.5, id="amz-5000-digits"),
+    pytest.param([(b"retry-after", b"9" * 400)], 60.0, 60.0, id="retry-after-400-digits"),
+    pytest.param([(b"retry-after", b"9" * 5_000)], 60.0, 60.0, id="retry-after-5000-digits"),
+]
+"""Headers of a 429, and the delay before the retry in profiles 2020 and 2026 (u = 0.5: backoff 0.5 s;
+a huge Retry-After is cut to max_server_delay, 60 s; 2026 clamps a huge hint to the backoff + 5 s)."""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("headers", "delay_2020", "delay_2026"), HOSTILE)
+async def test_hostile_delays_reach_the_async_caller_as_responses(
+    headers: list[tuple[bytes, bytes]], delay_2020: float, delay_2026: float
+) -> None:
+    """Through AsyncRetryTransport, in both profiles, a hostile delay header never raises: retried as expected."""
+    for profile, delay in (("2020", delay_2020), ("2026", delay_2026)):
+        recorder = Recorder(httpx.Response(429, headers=headers), httpx.Response(200))
+        resp = await send(recorder, RetryPolicy(profile=profile), u=0.5)  # type: ignore[arg-type]
+        assert resp.status_code == 200
+        assert recorder.gaps == [pytest.approx(delay)]
+
+
+@pytest.mark.parametrize(("headers", "delay_2020", "delay_2026"), HOSTILE)
+def test_hostile_delays_reach_the_sync_caller_as_responses(
+    headers: list[tuple[bytes, bytes]], delay_2020: float, delay_2026: float
+) -> None:
+    """Through RetryTransport, in both profiles, a hostile delay header never raises: retried as expected."""
+    for profile, delay in (("2020", delay_2020), ("2026", delay_2026)):
+        answers = iter([httpx.Response(429, headers=headers), httpx.Response(200)])
+        transport = RetryTransport(
+            httpx.MockTransport(lambda request, answers=answers: next(answers)),
+            policy=RetryPolicy(profile=profile),  # type: ignore[arg-type]
+            rng=fixed_random(0.5), wall_clock=wall,
+        )
+        with test_mode(no_wait=True), httpx.Client(transport=transport) as client:
+            resp = client.get(URL)
+        assert resp.status_code == 200
+        assert info(resp).history.attempts[0].delay_after == pytest.approx(delay)

@@ -15,23 +15,20 @@ sent twice.
 from __future__ import annotations
 
 import inspect
-import json
-import re
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from .. import AWS_THROTTLING_CODES, AWS_TRANSIENT_CODES, Outcome, OutcomeKind
-from .._validate import check_int
+from ._body import MAX_CODE_LENGTH, code_in_body
 
 __all__ = ["HttpClassifier", "error_code_of_response"]
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError)
-_XML_CODE = re.compile(rb"<Code>\s*([A-Za-z0-9_.:#-]{1,128})\s*</Code>")
 
 ResponsePredicate = Callable[[httpx.Response], "OutcomeKind | bool | str | None"]
 
@@ -70,29 +67,28 @@ def headers_read(headers: httpx.Headers) -> dict[str, str]:
 
 
 def error_code_of_response(headers: Mapping[str, str], body: bytes | None) -> str | None:
-    """The AWS-style error code of a response: ``x-amzn-ErrorType``, JSON ``__type``/``code``, XML ``<Code>``."""
+    """The AWS-style error code of a response: ``x-amzn-ErrorType``, JSON ``__type``/``code``, XML ``<Code>``.
+
+    Whatever the headers and body hold (any bytes, any declared charset, any nesting), the answer is
+    a code or ``None``, never an exception. A namespace (``aws.dynamodb#``) and a suffix after
+    ``:`` are dropped; a code longer than 128 characters is not a code.
+
+    Args:
+        headers: the response headers (``httpx.Headers``, or a mapping with lower-case names).
+        body: the decoded body, or ``None`` when it was not read.
+    """
     header = headers.get("x-amzn-errortype")
     if header:
-        return _normalise_code(header) or None
+        return _code(header.split(",", 1)[0])  # repeated headers arrive joined with ", "
     if not body:
         return None
-    stripped = body.lstrip()
-    if stripped[:1] == b"{":
-        try:
-            document = json.loads(stripped)
-        except (ValueError, UnicodeDecodeError):
-            return None
-        if isinstance(document, dict):
-            for key in ("__type", "code", "Code"):
-                value = document.get(key)
-                if isinstance(value, str) and value:
-                    return _normalise_code(value) or None
-        return None
-    if stripped[:1] == b"<":
-        match = _XML_CODE.search(stripped)
-        if match:
-            return _normalise_code(match.group(1).decode("ascii", "replace")) or None
-    return None
+    code = code_in_body(body, headers.get("content-type", ""))
+    return _code(code) if code is not None else None
+
+
+def _code(raw: str) -> str | None:
+    code = _normalise_code(raw)
+    return code if 0 < len(code) <= MAX_CODE_LENGTH and code.isprintable() else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,17 +126,19 @@ class HttpClassifier:
     def __post_init__(self) -> None:
         s = object.__setattr__
         for name in ("transient_statuses", "throttling_statuses"):
-            statuses = frozenset(getattr(self, name))
-            for status in statuses:
-                check_int(f"{name}[...]", status, low=100, high=599)
-            s(self, name, statuses)
+            statuses = _collection(name, getattr(self, name), "status codes", "frozenset({503})")
+            s(self, name, frozenset(_status(name, status) for status in statuses))
         for name in ("throttling_codes", "transient_codes"):
-            codes = getattr(self, name)
-            if isinstance(codes, str):
-                raise TypeError(f"{name} must be a collection of error codes, got the string {codes!r}")
-            s(self, name, frozenset(codes))
-        s(self, "idempotent_methods", frozenset(m.upper() for m in self.idempotent_methods))
-        check_int("max_error_body", self.max_error_body, low=0, high=16 * 1024 * 1024)
+            codes = _collection(name, getattr(self, name), "error codes", "frozenset({'SlowDown'})")
+            s(self, name, frozenset(_error_code(name, code) for code in codes))
+        methods = _collection("idempotent_methods", self.idempotent_methods, "HTTP methods", "frozenset({'GET'})")
+        s(self, "idempotent_methods", frozenset(_token("idempotent_methods", m, "an HTTP method").upper()
+                                                for m in methods))
+        _token("idempotency_header", self.idempotency_header, "a header name")
+        for name in ("read_error_bodies", "retry_non_idempotent"):
+            if type(getattr(self, name)) is not bool:
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        _check_body_limit(self.max_error_body)
         if self.retry_if_response is not None and not callable(self.retry_if_response):
             raise TypeError(f"retry_if_response must be callable or None, got {self.retry_if_response!r}")
         s(self, "_codes", bool(self.throttling_codes or self.transient_codes))
@@ -245,14 +243,75 @@ class HttpClassifier:
             return False
         length = headers.get("content-length")
         if length is not None:
-            try:
-                size = int(length)
-            except ValueError:
+            length = length.strip(" \t")
+            # ASCII digits only (int() would also take Arabic-Indic digits or "1_0"), and never int() of 5,000 digits
+            if not (length.isascii() and length.isdigit()) or len(length) > 18:
                 return False
+            size = int(length)
             if size == 0 or size > self.max_error_body:
                 return False  # nothing to read, or more than we read
         content_type = headers.get("content-type", "")
         return "json" in content_type or "xml" in content_type or not content_type
+
+
+MAX_ERROR_BODY = 16 * 1024 * 1024
+"""The largest ``max_error_body`` accepted (bytes)."""
+
+# RFC 9110 section 5.6.2: methods and header names are tokens.
+_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def _collection(name: str, value: object, what: str, example: str) -> Collection[object]:
+    """``value`` if it is a finite collection (not a string, not a one-shot iterator); else TypeError."""
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"{name} must be a collection of {what} such as {example}, got the string {value!r}")
+    if not isinstance(value, Collection):
+        raise TypeError(
+            f"{name} must be a collection of {what} (a set, frozenset, list or tuple) such as {example}, "
+            f"got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def _token(name: str, value: object, what: str) -> str:
+    """``value`` if it is an RFC 9110 token (method or header name); else TypeError or ValueError."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be {what} (a str), got {value!r} ({type(value).__name__})")
+    if not value or not _TCHAR.issuperset(value):
+        raise ValueError(
+            f"{name} must be {what}: a non-empty RFC 9110 token of ASCII letters, digits and "
+            f"!#$%&'*+-.^_`|~, got {value!r}"
+        )
+    return value
+
+
+def _error_code(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must hold error codes (str), got {value!r} ({type(value).__name__})")
+    if not 0 < len(value) <= MAX_CODE_LENGTH:
+        raise ValueError(f"{name} must hold error codes of 1 to {MAX_CODE_LENGTH} characters, got {value!r}")
+    return value
+
+
+def _integer(name: str, value: object, low: int, high: int, unit: str = "") -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]``; else TypeError or ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer{unit}, got {value!r} ({type(value).__name__})")
+    if not low <= value <= high:
+        # repr() of a 5,000-digit integer raises ValueError of its own: describe such a number instead
+        shown = repr(value) if value.bit_length() <= 64 else (
+            f"{'a negative' if value < 0 else 'an'} integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+        )
+        raise ValueError(f"{name} must be an integer >= {low} and <= {high}{unit}, got {shown}")
+    return value
+
+
+def _status(name: str, value: object) -> int:
+    return _integer(f"{name}[...]", value, 100, 599)
+
+
+def _check_body_limit(value: object) -> None:
+    _integer("max_error_body", value, 0, MAX_ERROR_BODY, " (bytes)")
 
 
 def _verdict_kind(verdict: OutcomeKind | bool | str, status: int) -> tuple[OutcomeKind, str]:

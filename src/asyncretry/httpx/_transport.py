@@ -44,6 +44,7 @@ from .. import (
     SyncAttempts,
 )
 from .._validate import check_bool, check_seconds
+from ._body import decode_bounded
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
 from ._errors import as_httpx_error
 from ._retry_after import server_delay
@@ -288,11 +289,13 @@ class _Base:
         content = response.content
         return content if len(content) <= self.classifier.max_error_body else None
 
-    @staticmethod
-    def _peeked(response: httpx.Response, raw: bytes, rest: Any) -> tuple[httpx.Response, bytes | None]:
-        """The response with the bytes read from it put back in front of its stream, and the decoded body."""
+    def _peeked(self, response: httpx.Response, raw: bytes, rest: Any) -> tuple[httpx.Response, bytes | None]:
+        """The response with the bytes read from it put back in front of its stream, and the body decoded
+        (``max_error_body`` bounds the decoded bytes too: a compressed bomb is not inflated)."""
         response.stream = PrefixedStream(raw, rest)
-        return response, (None if rest is not None else _decoded(response.headers, raw))
+        if rest is not None:
+            return response, None
+        return response, decode_bounded(response.headers, raw, self.classifier.max_error_body)
 
     def _judge(self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str],
                plan: _Plan) -> Outcome:
@@ -473,7 +476,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             # Read to the end, the stream still holds its connection until it is closed: close it now,
             # the caller gets the bytes from memory (the response itself stays open for the caller).
             await stream.aclose()  # type: ignore[union-attr]
-        return _Base._peeked(response, raw, None if finished else _Remaining(iterator, stream))
+        return self._peeked(response, raw, None if finished else _Remaining(iterator, stream))
 
     @property
     def inner(self) -> httpx.AsyncBaseTransport:
@@ -541,18 +544,6 @@ class _Stalled:
 
     def close(self) -> None:
         self._stream.close()
-
-
-def _decoded(headers: httpx.Headers, raw: bytes) -> bytes | None:
-    """The error body decoded (gzip, deflate ...), or None when it cannot be."""
-    if "content-encoding" not in headers:
-        return raw
-    probe = httpx.Response(200, headers=headers, content=raw)
-    try:
-        probe.read()
-    except httpx.DecodingError:
-        return None
-    return probe.content
 
 
 class RetryTransport(_Base, httpx.BaseTransport):
@@ -668,7 +659,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
             raise
         if finished:
             stream.close()  # type: ignore[union-attr]  # as in the async transport: release the connection now
-        return _Base._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
+        return self._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
 
     @property
     def inner(self) -> httpx.BaseTransport:
