@@ -9,7 +9,7 @@ again"). Every path, the timeout included, goes through that one function.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -140,7 +140,7 @@ class Attempt:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        call = cast("Attempts", self._attempts)
+        call: Attempts = self._attempts  # type: ignore[assignment]  # the async driver makes async attempts
         cancel = self._cancel
         if cancel is not None:
             self._cancel = None
@@ -166,7 +166,7 @@ class Attempt:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        call = cast("SyncAttempts", self._attempts)
+        call: SyncAttempts = self._attempts  # type: ignore[assignment]  # the sync driver makes sync attempts
         if exc is not None and not isinstance(exc, Exception):
             call.abandon()
             return False

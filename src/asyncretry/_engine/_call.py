@@ -34,7 +34,6 @@ from .._events import AttemptFinished, GaveUp, RetryScheduled, Throttled
 from .._exceptions import CircuitOpenError, RetriesExhausted, RetryBudgetExceeded, RetryCapacityExceeded
 from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
-from .._primitives._quota import RetryQuota
 from ._classify import Outcome
 from ._history import AttemptRecord, RetryHistory, attach_history
 from ._policy import GiveUpInfo, RetryPolicy
@@ -462,7 +461,7 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
     outcome = attempt.judged(error)
     scope = call.scope
     if scope.reports:
-        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe)
+        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now if scope.shares_clock else None)
     step = call.settle(attempt.number, attempt._started, outcome, error, now)
     if step == PAY:
         step = call.paid(scope.pay(call.due), now)
@@ -472,9 +471,7 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
     refund = call.refund_due
     if refund:
         call.refund_due = 0
-        quota = scope.quota
-        assert isinstance(quota, RetryQuota)
-        quota.release(refund)
+        scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope: a RetryQuota; never None with a refund
     return step
 
 

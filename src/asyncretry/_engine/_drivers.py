@@ -73,7 +73,7 @@ class Attempts(Call):
     async def __anext__(self) -> Attempt:
         if self.done:
             raise StopAsyncIteration
-        attempt = self._begin_at_once()
+        attempt = self.begin_now()
         if attempt is None:
             attempt = await self._start_after_waiting()
             if attempt is None:
@@ -93,13 +93,14 @@ class Attempts(Call):
             RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the next
                 attempt was refused before it began (chained to the last attempt's error).
         """
-        attempt = self._begin_at_once()
+        attempt = self.begin_now()
         if attempt is None:
             attempt = await self._start_after_waiting()
         return attempt
 
-    def _begin_at_once(self) -> Attempt | None:
-        """The first attempt, begun at once when nothing may make it wait or refuse it; else ``None``."""
+    def begin_now(self) -> Attempt | None:
+        """The first attempt, begun at once when nothing may make it wait or refuse it; else ``None``
+        (then :meth:`start`). For drivers that make many calls: :meth:`start` without its coroutine."""
         if self.number or not self.scope.admits_at_once():
             return None
         attempt = Attempt()

@@ -175,7 +175,7 @@ class Retrier:
         budget = given(parts["budget"], *_PARTS["budget"], key, "budget")
         if budget is None and policy.budget is not None:
             budget = RetryBudget(policy.budget, clock=clock, name=key, events=events)
-        return Scope(key, quota, limiter, breaker, bucket, now, budget)
+        return Scope(key, quota, limiter, breaker, bucket, now, budget, clock)
 
     def _evicted(self, scope: Scope, now: float) -> None:
         if self.events.wants(ScopeEvicted):

@@ -36,6 +36,7 @@ AnyBucket = AsyncTokenBucket | RemoteBucket
 AnyBudget = RetryBudget | RemoteBudget
 
 _THROTTLING = OutcomeKind.THROTTLING
+_SUCCESS = OutcomeKind.SUCCESS
 
 S = TypeVar("S")
 
@@ -81,8 +82,8 @@ class Scope:
     """The shared state of one scope (one resource) and the I/O that tells it about attempts."""
 
     __slots__ = (
-        "breaker", "bucket", "budget", "first_cost", "key", "last_used", "limiter", "local", "quota", "reports",
-        "success_increment", "unpaced",
+        "breaker", "bucket", "budget", "first_cost", "key", "last_used", "limiter", "local", "local_breaker", "quota",
+        "reports", "shares_clock", "success_increment", "unpaced",
     )
 
     def __init__(
@@ -94,6 +95,7 @@ class Scope:
         bucket: AnyBucket | None,
         now: float,
         budget: AnyBudget | None = None,
+        clock: object = None,
     ) -> None:
         self.key = key
         self.budget = budget
@@ -110,6 +112,9 @@ class Scope:
             and (bucket is None or isinstance(bucket, AsyncTokenBucket))
             and (budget is None or isinstance(budget, RetryBudget))
         )
+        self.local_breaker = isinstance(breaker, CircuitBreaker)
+        #: the breaker reads the engine's clock: the engine hands it the time it just read
+        self.shares_clock = self.local_breaker and breaker.clock is clock  # type: ignore[union-attr]
         #: a limiter or a breaker hears of every attempt's outcome (:meth:`report`)
         self.reports = limiter is not None or breaker is not None
         config = quota.config if quota is not None else None
@@ -126,22 +131,23 @@ class Scope:
         if not self.unpaced:
             return False
         breaker = self.breaker
-        return breaker is None or (isinstance(breaker, CircuitBreaker) and breaker.is_closed)
+        return breaker is None or (self.local_breaker and breaker.is_closed)  # type: ignore[union-attr]
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
-    def report(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
-        """Tell the limiter and a local breaker how an attempt ended (local state; never waits)."""
+    def report(self, kind: OutcomeKind, reason: str, started: float, probe: bool, now: float | None = None) -> None:
+        """Tell the limiter and a local breaker how an attempt ended (local state; never waits).
+
+        ``now``: the time just read on the breaker's own clock, if the caller has it (saves a read)."""
         limiter = self.limiter
         if limiter is not None:
             # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to.
             limiter.update(kind is _THROTTLING, reason=reason, sent_at=started)
-        breaker = self.breaker
+        breaker: CircuitBreaker | None = self.breaker  # type: ignore[assignment]  # a local scope's
         if breaker is not None:
-            assert isinstance(breaker, CircuitBreaker)
-            if kind.retryable:
+            if kind is not _SUCCESS and kind.retryable:
                 breaker.record_failure(probe)
             else:
-                breaker.record_success(probe)
+                breaker.record_success(probe, now=now)
 
     async def report_remote(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
         """:meth:`report` for a scope with parts on a server: the breaker's record is a round trip."""

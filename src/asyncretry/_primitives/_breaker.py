@@ -301,6 +301,11 @@ class CircuitBreaker:
         self._rejected = 0
 
     @property
+    def clock(self) -> Clock:
+        """The breaker's time source (an engine sharing it passes the time it read: ``record_success(now=)``)."""
+        return self._clock
+
+    @property
     def config(self) -> CircuitBreakerConfig:
         """The breaker's settings."""
         return self._config

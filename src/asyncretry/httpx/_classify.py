@@ -122,6 +122,7 @@ class HttpClassifier:
     idempotency_header: str = "Idempotency-Key"
     retry_non_idempotent: bool = False
     _codes: bool = field(init=False, repr=False, default=False)
+    _judged: frozenset[int] = field(init=False, repr=False, default=frozenset())
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -142,14 +143,15 @@ class HttpClassifier:
         if self.retry_if_response is not None and not callable(self.retry_if_response):
             raise TypeError(f"retry_if_response must be callable or None, got {self.retry_if_response!r}")
         s(self, "_codes", bool(self.throttling_codes or self.transient_codes))
+        # The statuses below 400 that need judging, settled once (the classifier is frozen): all of them
+        # when a predicate looks at every response, else those listed as retryable.
+        s(self, "_judged", frozenset(range(400)) if self.retry_if_response is not None
+          else frozenset(s for s in self.transient_statuses | self.throttling_statuses if s < 400))
 
     def plain_success(self, status: int) -> bool:
-        """Whether a status below 400 is a success with nothing to judge (no predicate, not listed)."""
-        return (
-            self.retry_if_response is None
-            and status not in self.transient_statuses
-            and status not in self.throttling_statuses
-        )
+        """Whether a response with this status is a success with nothing to judge: below 400, not listed
+        as retryable, and no ``retry_if_response`` predicate to ask. The one place this is decided."""
+        return status < 400 and status not in self._judged
 
     # ---------------------------------------------------------------------------- requests
     def is_idempotent(self, request: httpx.Request, opt_in: bool | None = None) -> bool:

@@ -264,10 +264,6 @@ class _Base:
         plan.scope = scope if scope is not None else self._scope_key(request)
         return plan
 
-    def _plain(self, response: httpx.Response) -> bool:
-        """A response that needs no judging: no error status, nothing the classifier looks at."""
-        return response.status_code < 400 and self.classifier.plain_success(response.status_code)
-
     def _outcome(self, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]) -> Outcome:
         """What a response says of its attempt: its kind from status and error code, the delay the server asks."""
         status = response.status_code
@@ -395,16 +391,18 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         plan = self._plan(request)
         attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
         response: httpx.Response | None = None
+        attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
         try:
-            while (attempt := await attempts.start()) is not None:
+            while attempt is not None or (attempt := await attempts.start()) is not None:
                 if attempt.number > 1:
                     plan.rewind()
                 response = None
                 async with attempt:
                     response = await self._send(attempt, request, plan, attempts)
-                if not attempts.retrying:
+                if attempts.done:
                     break
                 await _discard(response)
+                attempt = None
         except AsyncRetryError as error:
             raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
         assert response is not None
@@ -416,7 +414,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         response = None
         try:
             response = await self._transport.handle_async_request(request)
-            if self._plain(response) and not plan.read_body:
+            if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
             headers = headers_read(response.headers)
             body = None
@@ -600,7 +598,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
                 response = None
                 with attempt:
                     response = self._send(attempt, request, plan)
-                if not attempts.retrying:
+                if attempts.done:
                     break
                 if response is not None:
                     response.close()
@@ -614,7 +612,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
         response = None
         try:
             response = self._transport.handle_request(request)
-            if self._plain(response) and not plan.read_body:
+            if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response
             headers = headers_read(response.headers)
             body = None
