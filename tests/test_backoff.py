@@ -6,7 +6,6 @@ import dataclasses
 import math
 from datetime import timedelta
 from typing import Any
-
 from unittest import mock
 
 import anyio
