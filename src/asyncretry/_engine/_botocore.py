@@ -28,13 +28,21 @@ from .._primitives._kinds import OutcomeKind
 if TYPE_CHECKING:
     from ._classify import Classifier
 
-__all__ = ["AWS_TRANSIENT_STATUSES", "amz_retry_after_of", "botocore_classifier", "botocore_error_kind", "status_of"]
+__all__ = [
+    "AWS_TRANSIENT_STATUSES",
+    "amz_retry_after_of",
+    "botocore_classifier",
+    "botocore_error_kind",
+    "response_metadata",
+    "status_of",
+]
 
 AWS_TRANSIENT_STATUSES: frozenset[int] = frozenset({500, 502, 503, 504})
 """The HTTP statuses botocore's standard mode retries as transient whatever the error code."""
 
 
-def _metadata(error: BaseException) -> Mapping[str, Any] | None:
+def response_metadata(error: BaseException) -> Mapping[str, Any] | None:
+    """``error.response["ResponseMetadata"]`` of a botocore-style error response, if it has one."""
     response = getattr(error, "response", None)
     if not isinstance(response, Mapping):
         return None
@@ -42,22 +50,19 @@ def _metadata(error: BaseException) -> Mapping[str, Any] | None:
     return metadata if isinstance(metadata, Mapping) else None
 
 
-def status_of(error: BaseException) -> int | None:
-    """The HTTP status of a botocore-style error response (``response["ResponseMetadata"]["HTTPStatusCode"]``)."""
-    metadata = _metadata(error)
-    if metadata is None:
-        return None
+def status_of(metadata: Mapping[str, Any]) -> int | None:
+    """The HTTP status in a response's metadata (``["HTTPStatusCode"]``), if it is an integer."""
     status = metadata.get("HTTPStatusCode")
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
-def amz_retry_after_of(error: BaseException) -> float | None:
-    """``x-amz-retry-after`` of a botocore-style error response, in seconds; ``None`` if absent or invalid.
+def amz_retry_after_of(metadata: Mapping[str, Any] | None) -> float | None:
+    """``x-amz-retry-after`` in a response's metadata (``["HTTPHeaders"]``), in seconds; ``None`` if absent
+    or invalid.
 
     The header holds integer milliseconds; anything else (negative, fractional, garbage) is ignored,
     as botocore does. botocore gives header names in lower case.
     """
-    metadata = _metadata(error)
     if metadata is None:
         return None
     headers = metadata.get("HTTPHeaders")

@@ -34,7 +34,7 @@ from typing import Any
 
 from .._exceptions import AsyncRetryError
 from .._primitives._kinds import OutcomeKind
-from ._botocore import AWS_TRANSIENT_STATUSES, amz_retry_after_of, botocore_error_kind, status_of
+from ._botocore import AWS_TRANSIENT_STATUSES, amz_retry_after_of, botocore_error_kind, response_metadata, status_of
 
 __all__ = [
     "AWS_THROTTLING_CODES",
@@ -215,9 +215,11 @@ class Classifier:
                     return _response_outcome(OutcomeKind.THROTTLING, candidate, error)
                 if candidate in self.transient_codes:
                     return _response_outcome(OutcomeKind.TRANSIENT, candidate, error)
-        status = status_of(error)
-        if status in AWS_TRANSIENT_STATUSES:
-            return _response_outcome(OutcomeKind.TRANSIENT, f"{name} (HTTP {status})", error)
+        metadata = response_metadata(error)
+        if metadata is not None:
+            status = status_of(metadata)
+            if status in AWS_TRANSIENT_STATUSES:
+                return _response_outcome(OutcomeKind.TRANSIENT, f"{name} (HTTP {status})", error)
         if retryable is True:
             return Outcome(self._builtin_kind(error), f"{name} (is_retryable)", error)
         if self.throttling and isinstance(error, self.throttling):
@@ -275,7 +277,7 @@ class Classifier:
 
 def _response_outcome(kind: OutcomeKind, reason: str, error: Exception) -> Outcome:
     """A retryable outcome for an error response, with the ``x-amz-retry-after`` it carries (if any)."""
-    hint = amz_retry_after_of(error)
+    hint = amz_retry_after_of(response_metadata(error))
     if hint is None:
         return Outcome(kind, reason, error)
     return Outcome(kind, reason, error, server_delay=hint, server_delay_is_hint=True)
