@@ -6,9 +6,11 @@ import dataclasses
 import math
 from datetime import timedelta
 from typing import Any
+from unittest import mock
 
 import anyio
 import pytest
+from botocore.retries import standard as botocore_standard
 from botocore.retries.standard import ExponentialBackoff as BotocoreBackoff
 from botocore.retries.standard import RetryContext
 from hypothesis import given
@@ -37,7 +39,10 @@ class _AlwaysThrottling:
 def _botocore(u: float, attempt: int, *, throttling: bool) -> float:
     detector = _AlwaysThrottling() if throttling else None
     backoff = BotocoreBackoff(random=lambda: u, throttling_detector=detector)
-    return float(backoff.delay_amount(RetryContext(attempt_number=attempt)))
+    # botocore's 2026 rules sit behind a switch whose default depends on the release (aiobotocore pins
+    # releases where it is off): turn it on, so that the comparison is with the rules and not a default.
+    with mock.patch.object(botocore_standard, "NEW_RETRIES_ENABLED", True):
+        return float(backoff.delay_amount(RetryContext(attempt_number=attempt)))
 
 
 # -- the reference behaviours -----------------------------------------------------------------------------

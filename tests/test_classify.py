@@ -463,3 +463,43 @@ def test_predicates_must_be_callable(field: str) -> None:
     """A non-callable predicate raises TypeError naming it."""
     with pytest.raises(TypeError, match=f"{field} must be callable or None"):
         Classifier(**bad(field, True))
+
+
+# -- rule 4, continued: botocore's transient statuses (tests/test_botocore.py has the full botocore rules)
+
+
+def response_error(status: int, code: str | None = None, **attributes: Any) -> Exception:
+    """An error carrying a botocore-shaped response (no botocore needed)."""
+    response: dict[str, Any] = {"ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}}}
+    if code is not None:
+        response["Error"] = {"Code": code}
+    return named("ClientError", response=response, **attributes)
+
+
+@pytest.mark.parametrize(("status", "expected"), [(500, T.TRANSIENT), (502, T.TRANSIENT), (503, T.TRANSIENT),
+                                                  (504, T.TRANSIENT), (501, T.NOT_RETRYABLE),
+                                                  (429, T.NOT_RETRYABLE), (400, T.NOT_RETRYABLE)])
+def test_a_response_status_of_500_502_503_504_is_transient(status: int, expected: OutcomeKind) -> None:
+    """An error response with no known code is retried exactly for botocore's transient statuses."""
+    assert kind_of(response_error(status, "SomethingElse")) is expected
+    assert kind_of(response_error(status)) is expected
+
+
+def test_a_throttling_code_wins_over_a_transient_status() -> None:
+    """A 503 SlowDown is throttling: the code is read before the status."""
+    outcome = DEFAULT.classify_error(response_error(503, "SlowDown"))
+    assert (outcome.kind, outcome.reason) == (T.THROTTLING, "SlowDown")
+
+
+def test_the_status_rule_comes_after_never_retry_if_and_metadata() -> None:
+    """never, retry_if and is_retryable=False still decide a 503 response first."""
+    assert kind_of(response_error(503, is_retryable=False)) is T.NOT_RETRYABLE
+    error = response_error(503)
+    assert kind_of(error, Classifier(never=(type(error),))) is T.NOT_RETRYABLE
+    assert kind_of(error, Classifier(retry_if=lambda e: False)) is T.NOT_RETRYABLE
+
+
+def test_the_status_rule_holds_with_empty_code_sets() -> None:
+    """Empty code sets switch the code rule off, not botocore's status rule."""
+    none = Classifier(throttling_codes=frozenset(), transient_codes=frozenset())
+    assert kind_of(response_error(503, "ThrottlingException"), none) is T.TRANSIENT

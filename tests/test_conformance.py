@@ -382,3 +382,54 @@ async def test_botocore_and_kotlin_random_conventions_mirror_each_other(rand: fl
         sleeps.append(clock.sleeps)
     assert sleeps[0] == pytest.approx(sleeps[1], abs=TOLERANCE)
     assert sleeps[0] == pytest.approx([rand * cap for cap in (1, 2, 4, 8)], abs=TOLERANCE)
+
+
+# ------------------------------------------------------------------------------ long-polling (2026)
+LONG_POLLING: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "data" / "long_polling_cases.json").read_text(encoding="utf-8")
+)["cases"]
+
+
+class LongPollingHarness(Harness):
+    """A :class:`Harness` whose policy is ``aws_standard("2026", long_polling=...)`` as the case says.
+
+    A ``retry_quota_exceeded`` step may carry a delay: the sleep before the call gives up.
+    """
+
+    def __init__(self, case: dict[str, Any], way: str) -> None:
+        super().__init__(case, way)
+        rand = case["engine"]["backoff"]["rand"]
+        policy = RetryPolicy.aws_standard(
+            "2026",
+            long_polling=case["engine"]["long_polling"],
+            max_attempts=self.retrier.policy.max_attempts,
+            backoff=self.retrier.policy.backoff,
+            throttling_backoff=self.retrier.policy.throttling_backoff,
+            classifier=CLASSIFIER,
+        )
+        self.retrier = Retrier(policy, clock=self.clock, rng=lambda: rand, quota=self.quota)
+
+    def check_after(self, step: dict[str, Any], where: str) -> None:
+        expected = step["expected"]
+        if expected["outcome"] != "retry_request" and "delay" in expected:
+            self.expected_delays.append(expected["delay"])
+        super().check_after(step, where)
+
+
+def test_the_long_polling_data_names_its_sources() -> None:
+    """Every long-polling case names at least one SDK source and the 2026 profile; both flags occur."""
+    assert all(case["source"] and case["profile"] == "2026" for case in LONG_POLLING)
+    assert {case["engine"]["long_polling"] for case in LONG_POLLING} == {True, False}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("case", "way"),
+    [pytest.param(case, way, id=f"{case['name']}-{way}") for case in LONG_POLLING for way in ("attempts", "call")],
+)
+async def test_long_polling_cases(case: dict[str, Any], way: str) -> None:
+    """A long-polling call sleeps the backoff before a give-up the quota forces, and at no other give-up."""
+    harness = LongPollingHarness(case, way)
+    steps = case["responses"]
+    result, error, made = await harness.call(steps)
+    _check_outcome(harness, steps, result, error, made)

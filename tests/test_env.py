@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncretry import ConfigurationError, EnvSettings, RetryPolicy, settings_from_env
+from asyncretry import AdaptiveLimiterConfig, ConfigurationError, EnvSettings, RetryPolicy, settings_from_env
 
 
 @pytest.fixture
@@ -247,3 +247,80 @@ def test_without_aws_config_file_the_home_config_is_read(
     (tmp_path / ".aws" / "config").write_text("[default]\nretry_mode = legacy\n", encoding="utf-8")
     settings = settings_from_env(environ={})
     assert (settings.mode, settings.mode_source) == ("legacy", "config file")
+
+
+# -- the AWS presets: environment variables named AWS_* mean AWS behaviour
+
+
+def test_legacy_mode_defaults_to_botocores_five_attempts(tmp_path: Path) -> None:
+    """AWS_RETRY_MODE=legacy with no max set anywhere gives botocore's legacy default of 5 attempts."""
+    settings = settings_from_env(environ=env(tmp_path / "missing", AWS_RETRY_MODE="legacy"))
+    assert settings == EnvSettings("legacy", 5, "env", "default")
+    policy = RetryPolicy.from_env(environ=env(tmp_path / "missing", AWS_RETRY_MODE="legacy"))
+    assert (policy.mode, policy.max_attempts, policy.quota_config) == ("legacy", 5, None)
+    assert policy == RetryPolicy.aws_legacy()
+
+
+def test_legacy_mode_from_the_config_file_also_defaults_to_five(tmp_path: Path) -> None:
+    """retry_mode = legacy in the file without max_attempts gives 5 attempts too."""
+    path = tmp_path / "config"
+    path.write_text("[default]\nretry_mode = legacy\n", encoding="utf-8")
+    assert RetryPolicy.from_env(environ=env(path)).max_attempts == 5
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [({"AWS_MAX_ATTEMPTS": "2"}, 2), ({}, 3)],
+    ids=["AWS_MAX_ATTEMPTS", "code"],
+)
+def test_a_max_set_anywhere_wins_over_the_legacy_default(
+    tmp_path: Path, variables: dict[str, str], expected: int
+) -> None:
+    """AWS_MAX_ATTEMPTS, or max_attempts in code, overrides legacy's 5."""
+    environ = env(tmp_path / "missing", AWS_RETRY_MODE="legacy", **variables)
+    code = {} if variables else {"max_attempts": 3}
+    assert RetryPolicy.from_env(environ=environ, **code).max_attempts == expected
+
+
+def test_standard_mode_from_the_environment_is_the_aws_standard_preset(tmp_path: Path) -> None:
+    """AWS_RETRY_MODE=standard gives exactly RetryPolicy.aws_standard() (3 attempts, the 2020 quota)."""
+    policy = RetryPolicy.from_env(environ=env(tmp_path / "missing", AWS_RETRY_MODE="standard"))
+    assert policy == RetryPolicy.aws_standard()
+
+
+def test_adaptive_mode_from_the_environment_uses_the_sdks_limiter_profile(tmp_path: Path) -> None:
+    """AWS_RETRY_MODE=adaptive gives the SDK-exact "aws" limiter profile, as aws_adaptive() does."""
+    policy = RetryPolicy.from_env(environ=env(tmp_path / "missing", AWS_RETRY_MODE="adaptive"))
+    assert policy.limiter_config is not None
+    assert policy.limiter_config.profile == "aws"
+    assert policy == RetryPolicy.aws_adaptive()
+
+
+def test_adaptive_mode_from_the_config_file_uses_the_sdks_limiter_profile(config_file: Path) -> None:
+    """retry_mode = adaptive in the shared config file also means the "aws" limiter profile."""
+    policy = RetryPolicy.from_env(environ=env(config_file))
+    assert (policy.mode, policy.max_attempts) == ("adaptive", 7)
+    assert policy.limiter_config is not None
+    assert policy.limiter_config.profile == "aws"
+
+
+def test_the_projects_limiter_profile_is_chosen_in_code(tmp_path: Path) -> None:
+    """limiter=AdaptiveLimiterConfig() passed to from_env() gives asyncretry's own profile."""
+    environ = env(tmp_path / "missing", AWS_RETRY_MODE="adaptive")
+    policy = RetryPolicy.from_env(environ=environ, limiter=AdaptiveLimiterConfig())
+    assert policy.limiter_config is not None
+    assert policy.limiter_config.profile == "asyncretry"
+
+
+def test_from_env_passes_the_profile_on(tmp_path: Path) -> None:
+    """profile="2026" reaches the preset: retry cost 14."""
+    policy = RetryPolicy.from_env(environ=env(tmp_path / "missing"), profile="2026")
+    assert policy.quota_config is not None
+    assert policy.quota_config.retry_cost == 14
+
+
+def test_aws_default_profile_wins_over_aws_profile(config_file: Path) -> None:
+    """botocore reads AWS_DEFAULT_PROFILE before AWS_PROFILE; so do we."""
+    environ = env(config_file, AWS_DEFAULT_PROFILE="batch", AWS_PROFILE="partial")
+    assert settings_from_env(environ=environ).mode == "legacy"
+    assert settings_from_env(environ=env(config_file, AWS_PROFILE="partial")).max_attempts == 4

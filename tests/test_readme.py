@@ -31,6 +31,7 @@ PAGES = [
     "docs/circuit-breaker.md",
     "docs/retry-engine.md",
     "docs/httpx.md",
+    "docs/aws.md",
     "docs/testing.md",
     "docs/cli.md",
 ]

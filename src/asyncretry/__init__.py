@@ -84,6 +84,8 @@ from ._primitives._breaker import CircuitBreakerConfig as CircuitBreakerConfig
 
 # --- engine
 # isort: split
+from ._engine._botocore import AWS_TRANSIENT_STATUSES as AWS_TRANSIENT_STATUSES
+from ._engine._botocore import botocore_classifier as botocore_classifier
 from ._engine._classify import AWS_THROTTLING_CODES as AWS_THROTTLING_CODES
 from ._engine._classify import AWS_TRANSIENT_CODES as AWS_TRANSIENT_CODES
 from ._engine._classify import QLDB_RETRYABLE_CODES as QLDB_RETRYABLE_CODES
@@ -116,6 +118,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "AWS_THROTTLING_CODES",
     "AWS_TRANSIENT_CODES",
+    "AWS_TRANSIENT_STATUSES",
     "AdaptiveLimiterConfig",
     "AdaptiveRateLimiter",
     "AnyioClock",
@@ -185,6 +188,7 @@ __all__ = [
     "ScopeStatistics",
     "SyncAttempts",
     "Throttled",
+    "botocore_classifier",
     "error_code_of",
     "history_of",
     "poll",

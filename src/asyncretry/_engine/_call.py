@@ -248,8 +248,10 @@ class Call:
         assert outcome is not None
         error = self.last_error if isinstance(self.last_error, Exception) else None
         if refused is not None:
-            if refused == "quota" and getattr(self.policy, "long_polling", False):  # TODO(merge): the field
-                self.linger = self.delay  # the SDKs' long-polling rule: back off before returning the error
+            if refused == "quota" and self.policy.long_polling:
+                # The SDKs' long-polling rule: back off before returning the error (never past a deadline).
+                remaining = self.remaining(now)
+                self.linger = self.delay if remaining is None else min(self.delay, remaining)
             return self._give_up(outcome, error, refused, now, cost=cost)
         self.retry_paid = True
         if cost:

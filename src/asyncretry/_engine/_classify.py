@@ -8,10 +8,16 @@ Exceptions are classified in this order (the first rule that decides wins):
 3. error metadata on the exception: ``is_throttling`` / ``is_retryable`` attributes (the Kotlin SDK's
    error metadata);
 4. service error codes: ``error_code`` / ``code`` attributes, botocore's ``response["Error"]["Code"]``,
-   or the exception's class name, looked up in ``throttling_codes`` and ``transient_codes``;
+   or the exception's class name, looked up in ``throttling_codes`` and ``transient_codes``; then, as
+   botocore's standard mode does, an error response (botocore's ``ClientError``) with HTTP status 500,
+   502, 503 or 504 is transient, whatever its code. A botocore error response that is retried carries
+   its ``x-amz-retry-after`` header as the outcome's server delay (a hint);
 5. types listed in ``throttling`` / ``timeout`` / ``transient``;
-6. built-in network errors: :class:`TimeoutError` is a timeout, connection errors (refused, reset,
-   DNS, TLS other than certificate verification) are connection errors;
+6. network errors: :class:`TimeoutError` is a timeout, connection errors (refused, reset, DNS, TLS
+   other than certificate verification) are connection errors; so are botocore's own
+   (``ConnectTimeoutError`` / ``ReadTimeoutError`` are timeouts, ``EndpointConnectionError``,
+   ``ConnectionClosedError`` and every other ``ConnectionError`` / ``HTTPClientError`` of botocore's
+   are connection errors: see ``_botocore.py``, which never imports botocore);
 7. anything else is not retryable.
 
 Cancellation and every :class:`BaseException` that is not an :class:`Exception` never reach the
@@ -28,6 +34,7 @@ from typing import Any
 
 from .._exceptions import AsyncRetryError
 from .._primitives._kinds import OutcomeKind
+from ._botocore import AWS_TRANSIENT_STATUSES, amz_retry_after_of, botocore_error_kind, response_metadata, status_of
 
 __all__ = [
     "AWS_THROTTLING_CODES",
@@ -205,9 +212,14 @@ class Classifier:
                 if candidate is None:
                     continue
                 if candidate in self.throttling_codes:
-                    return Outcome(OutcomeKind.THROTTLING, candidate, error)
+                    return _response_outcome(OutcomeKind.THROTTLING, candidate, error)
                 if candidate in self.transient_codes:
-                    return Outcome(OutcomeKind.TRANSIENT, candidate, error)
+                    return _response_outcome(OutcomeKind.TRANSIENT, candidate, error)
+        metadata = response_metadata(error)
+        if metadata is not None:
+            status = status_of(metadata)
+            if status in AWS_TRANSIENT_STATUSES:
+                return _response_outcome(OutcomeKind.TRANSIENT, f"{name} (HTTP {status})", error)
         if retryable is True:
             return Outcome(self._builtin_kind(error), f"{name} (is_retryable)", error)
         if self.throttling and isinstance(error, self.throttling):
@@ -260,7 +272,15 @@ class Classifier:
             return OutcomeKind.CONNECTION
         if isinstance(error, ssl.SSLError) and not isinstance(error, ssl.SSLCertVerificationError):
             return OutcomeKind.CONNECTION
-        return None
+        return botocore_error_kind(error)
+
+
+def _response_outcome(kind: OutcomeKind, reason: str, error: Exception) -> Outcome:
+    """A retryable outcome for an error response, with the ``x-amz-retry-after`` it carries (if any)."""
+    hint = amz_retry_after_of(response_metadata(error))
+    if hint is None:
+        return Outcome(kind, reason, error)
+    return Outcome(kind, reason, error, server_delay=hint, server_delay_is_hint=True)
 
 
 DEFAULT_CLASSIFIER = Classifier()

@@ -1,8 +1,9 @@
 """Reading ``retry_mode`` and ``max_attempts`` the way the AWS SDKs do.
 
 Precedence: code > environment (``AWS_RETRY_MODE``, ``AWS_MAX_ATTEMPTS``) > the shared config file
-(``AWS_CONFIG_FILE``, default ``~/.aws/config``; profile ``AWS_PROFILE``, default ``default``) > defaults
-(``standard``, 3). A bad value raises :class:`ConfigurationError` naming where it came from.
+(``AWS_CONFIG_FILE``, default ``~/.aws/config``; the profile from ``AWS_DEFAULT_PROFILE``, else
+``AWS_PROFILE``, as botocore reads them, else ``default``) > defaults (``standard``; 3 attempts, or
+botocore's 5 in ``legacy`` mode). A bad value raises :class:`ConfigurationError` naming where it came from.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class EnvSettings:
 def _read_config(environ: Mapping[str, str]) -> tuple[dict[str, str], str]:
     # expanduser on the variable too: botocore accepts AWS_CONFIG_FILE=~/path.
     path = Path(environ.get("AWS_CONFIG_FILE") or "~/.aws/config").expanduser()
-    profile = environ.get("AWS_PROFILE") or "default"
+    # botocore reads AWS_DEFAULT_PROFILE before AWS_PROFILE.
+    profile = environ.get("AWS_DEFAULT_PROFILE") or environ.get("AWS_PROFILE") or "default"
     where = f"{path} [{'default' if profile == 'default' else 'profile ' + profile}]"
     if not path.is_file():
         return {}, where
@@ -115,5 +117,6 @@ def settings_from_env(
         attempts = _parse_attempts(raw, f"shared config file {file_where} key max_attempts")
         attempts_source = "config file"
     else:
-        attempts, attempts_source = 3, "default"
+        # botocore's legacy mode makes 5 attempts by default (its _retry.json), the other modes 3.
+        attempts, attempts_source = (5 if mode_value == "legacy" else 3), "default"
     return EnvSettings(mode_value, attempts, mode_source, attempts_source)

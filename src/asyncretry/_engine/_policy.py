@@ -87,6 +87,11 @@ class RetryPolicy:
         max_server_delay: the cap on any server-directed delay (``Retry-After``), seconds. Default 60.
         honour_server_delay: whether ``Retry-After``-style delays are followed at all. Default ``True``.
         honour_amz_retry_after: whether ``x-amz-retry-after`` is honoured; default: profile ``"2026"``.
+        long_polling: the call is a long-polling operation (SQS ``ReceiveMessage``, Step Functions
+            ``GetActivityTask``, SWF ``PollForActivityTask`` / ``PollForDecisionTask``): when the retry
+            quota refuses a retry, the call still sleeps the backoff before it gives up, so that a loop
+            around it cannot hammer a failing service (AWS's 2026 retry rules). Never after a success, a
+            non-retryable error or the last attempt. Needs a retry quota. Default ``False``.
         on_give_up: called (and awaited, if it returns an awaitable) with a :class:`GiveUpInfo` whenever a
             call gives up: SNS's dead-letter queue, so nothing is dropped silently.
         listeners: event listeners registered on every retrier using this policy.
@@ -109,6 +114,7 @@ class RetryPolicy:
     max_server_delay: float | timedelta = 60.0
     honour_server_delay: bool = True
     honour_amz_retry_after: bool | None = None
+    long_polling: bool = False
     on_give_up: GiveUpHook | None = None
     listeners: tuple[Listener, ...] = ()
     # Derived in __post_init__ so that the hot path reads plain attributes.
@@ -184,6 +190,14 @@ class RetryPolicy:
         s(self, "max_server_delay", check_seconds("max_server_delay", self.max_server_delay))
         if self.honour_amz_retry_after is None:
             s(self, "honour_amz_retry_after", self.profile == "2026")
+        if not isinstance(self.long_polling, bool):
+            raise TypeError(f"long_polling must be a bool, got {self.long_polling!r}")
+        if self.long_polling and self.quota_config is None:
+            raise ValueError(
+                f"long_polling=True needs a retry quota (its rule is the sleep before a give-up the quota "
+                f"forces), but mode={self.mode!r} with quota={self.quota!r} has none; use mode='standard' or "
+                "'adaptive' with quota=True"
+            )
         if self.on_give_up is not None and not callable(self.on_give_up):
             raise TypeError(f"on_give_up must be callable or None, got {self.on_give_up!r}")
         s(self, "on_give_up_is_async", inspect.iscoroutinefunction(self.on_give_up))
@@ -274,6 +288,10 @@ class RetryPolicy:
         """A policy whose mode and max attempts come from code, else ``AWS_RETRY_MODE`` /
         ``AWS_MAX_ATTEMPTS``, else the shared config file, else the defaults.
 
+        The mode picks the AWS preset, so the result agrees with the AWS SDKs: ``standard`` is
+        :meth:`aws_standard`, ``adaptive`` :meth:`aws_adaptive` (the SDKs' exact ``"aws"`` limiter
+        profile) and ``legacy`` :meth:`aws_legacy` (5 attempts unless a max is set anywhere). Other
+        fields are passed on, ``limiter=AdaptiveLimiterConfig()`` for asyncretry's own limiter profile.
         See :func:`asyncretry.settings_from_env` for the sources and their errors.
         """
         from ._env import settings_from_env
@@ -282,4 +300,5 @@ class RetryPolicy:
         settings = settings_from_env(
             mode=changes.pop("mode", None), max_attempts=changes.pop("max_attempts", None), environ=environ
         )
-        return cls(mode=settings.mode, max_attempts=settings.max_attempts, **changes)  # type: ignore[arg-type]
+        preset = {"standard": cls.aws_standard, "adaptive": cls.aws_adaptive, "legacy": cls.aws_legacy}
+        return preset[settings.mode](max_attempts=settings.max_attempts, **changes)
