@@ -388,3 +388,24 @@ def test_classifier_is_kept() -> None:
     """The classifier given is the one used (a smoke check of the constructor's wiring)."""
     classifier = HttpClassifier()
     assert AsyncRetryTransport(classifier=classifier).classifier is classifier
+
+
+# ---------------------------------------------------------------- 11. logs and spans name the request
+@pytest.mark.anyio
+async def test_log_records_name_the_request_without_query_or_credentials(caplog: pytest.LogCaptureFixture) -> None:
+    """Retry and give-up records say which request (method and URL) but never its query string or credentials."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="asyncretry")
+    with respx.mock:
+        respx.get("https://api.test/items").mock(return_value=httpx.Response(503))
+        async with httpx.AsyncClient(transport=AsyncRetryTransport(policy=QUICK)) as client:
+            resp = await client.get("https://user:secret@api.test/items?token=hunter2")
+    assert resp.status_code == 503
+    records = [r for r in caplog.records if r.name == "asyncretry"]
+    targets = {getattr(r, "asyncretry_target", None) for r in records if hasattr(r, "asyncretry_attempt")}
+    assert targets == {"GET https://api.test/items"}
+    text = " ".join(r.getMessage() for r in records)
+    assert "GET https://api.test/items" in text
+    assert "hunter2" not in text
+    assert "secret" not in text

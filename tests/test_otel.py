@@ -439,6 +439,7 @@ async def test_a_resent_request_sets_the_resend_count_on_the_current_span(
         ("asyncretry.retry", {
             "asyncretry.scope": "https://api.example:443", "asyncretry.attempt": 1, "asyncretry.delay": 0.5,
             "asyncretry.outcome": "transient", "error.type": "HTTP 503", "asyncretry.server_directed": False,
+            "asyncretry.target": "GET https://api.example/items",  # the request, without query or credentials
         }),
     ]
     found = telemetry.metrics()

@@ -75,7 +75,7 @@ class Event:
         fields = ", ".join(
             f"{f.name}={getattr(self, f.name)!r}"
             for f in dataclasses.fields(self)
-            if f.name not in ("time", "source")
+            if f.name not in ("time", "source") and not _unset(self, f)
         )
         return f"{type(self).__name__} [{self.source}] {fields}"
 
@@ -89,12 +89,15 @@ class AttemptFinished(Event):
         outcome: the :class:`~asyncretry.OutcomeKind` value.
         reason: why it was classified so (an exception's class name, an error code, ``"HTTP 503"``).
         duration: seconds the attempt took.
+        target: what the call is, when an integration says (``"GET https://host:443/path"``: the httpx
+            transport gives the method and the URL without query string or credentials).
     """
 
     attempt: int
     outcome: str
     reason: str
     duration: float
+    target: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +110,7 @@ class RetryScheduled(Event):
         outcome: how that attempt failed (an :class:`~asyncretry.OutcomeKind` value).
         reason: why it was classified so.
         server_directed: whether ``delay`` came from the server (``Retry-After`` and the like).
+        target: what the call is, as in :class:`AttemptFinished`.
     """
 
     level: ClassVar[int] = logging.INFO
@@ -116,6 +120,7 @@ class RetryScheduled(Event):
     outcome: str
     reason: str
     server_directed: bool = False
+    target: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +142,7 @@ class GaveUp(Event):
         reason: why the last attempt was classified so; the refusing error's class name if no
             attempt was made.
         elapsed: seconds since the call started.
+        target: what the call is, as in :class:`AttemptFinished`.
     """
 
     level: ClassVar[int] = logging.WARNING
@@ -146,6 +152,7 @@ class GaveUp(Event):
     outcome: str
     reason: str
     elapsed: float
+    target: str | None = None
 
     @property
     def log_level(self) -> int:
@@ -379,8 +386,13 @@ class EventBus:
         return f"<EventBus listeners={len(self._listeners)} root={self._parent is None}>"
 
 
+def _unset(event: Event, field: dataclasses.Field[Any]) -> bool:
+    """An optional field left at ``None`` (a call without a target): not worth a word in a log line."""
+    return field.default is None and getattr(event, field.name) is None
+
+
 def _extra(event: Event) -> dict[str, Any]:
-    fields = {f"asyncretry_{f.name}": getattr(event, f.name) for f in dataclasses.fields(event)}
+    fields = {f"asyncretry_{f.name}": getattr(event, f.name) for f in dataclasses.fields(event) if not _unset(event, f)}
     fields["asyncretry_event"] = type(event).__name__
     return fields
 

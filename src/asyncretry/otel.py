@@ -540,14 +540,14 @@ class Instrumentation:
         if self._spans:
             span = trace.get_current_span()
             if span.is_recording():
-                span.add_event("asyncretry.retry", {
+                span.add_event("asyncretry.retry", _with_target(event.target, {
                     "asyncretry.scope": source,
                     "asyncretry.attempt": event.attempt,
                     "asyncretry.delay": event.delay,
                     "asyncretry.outcome": outcome,
                     "error.type": reason,
                     "asyncretry.server_directed": directed,
-                })
+                }))
 
     def _gave_up(self, event: GaveUp) -> None:
         source, why, outcome, reason = event.source, event.why, event.outcome, event.reason
@@ -560,14 +560,14 @@ class Instrumentation:
         if self._spans and event.log_level > logging.DEBUG:
             span = trace.get_current_span()
             if span.is_recording():
-                span.add_event("asyncretry.give_up", {
+                span.add_event("asyncretry.give_up", _with_target(event.target, {
                     "asyncretry.scope": source,
                     "asyncretry.why": why,
                     "asyncretry.attempts": event.attempts,
                     "asyncretry.outcome": outcome,
                     "error.type": reason,
                     "asyncretry.elapsed": event.elapsed,
-                })
+                }))
 
     def _throttled(self, event: Throttled) -> None:
         meters = self._meters
@@ -594,6 +594,14 @@ class Instrumentation:
         counts = meters.transitions
         with meters.counting:
             counts[key] = counts.get(key, 0) + 1
+
+
+def _with_target(target: str | None, attributes: dict[str, Any]) -> dict[str, Any]:
+    """A span event's attributes, with what the call is (``asyncretry.target``: the httpx transport's
+    method and URL without query string or credentials) when the integration said."""
+    if target is not None:
+        attributes["asyncretry.target"] = target
+    return attributes
 
 
 def _resend_count(event: Event) -> None:

@@ -206,7 +206,7 @@ class Call:
         if events.wants(AttemptFinished):
             events.emit(AttemptFinished(
                 time=now, source=self.scope.key, attempt=number, outcome=kind.value, reason=outcome.reason,
-                duration=now - started,
+                duration=now - started, target=self.target(),
             ))
         if kind is _SUCCESS:
             self._final = (number, started, now)
@@ -304,7 +304,7 @@ class Call:
             assert outcome is not None
             events.emit(RetryScheduled(
                 time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
-                reason=outcome.reason, server_directed=self._server_directed,
+                reason=outcome.reason, server_directed=self._server_directed, target=self.target(),
             ))
         return RETRY
 
@@ -346,6 +346,11 @@ class Call:
             self.last_timeout = timeout
         return timeout
 
+    def target(self) -> str | None:
+        """What the call is, for events, logs and spans (worked out only when one is emitted)."""
+        label = self.label
+        return label() if label is not None else None
+
     # ---------------------------------------------------------------------------------- giving up
     def _give_up_common(self, error: BaseException | None, why: str, now: float) -> None:
         self.retrier._failures += 1
@@ -362,7 +367,7 @@ class Call:
                 time=now, source=self.scope.key, attempts=self.number, why=why,
                 outcome=last.kind.value if last else "none",
                 reason=last.reason if last else type(error).__name__,
-                elapsed=now - self.started,
+                elapsed=now - self.started, target=self.target(),
             ))
 
     def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float, cost: int = 0) -> int:
