@@ -64,7 +64,7 @@ async def test_a_new_key_looks_at_a_bounded_number_of_scopes(monkeypatch: pytest
     for n in range(100):
         await retrier.call_in(f"new{n}", anyio.sleep, 0)
     assert len(retrier.scope_keys()) == 2_000
-    assert len(looked) <= 100 * 8
+    assert len(looked) <= 100 * 4
     assert retrier.statistics().evicted_scopes == 100
 
 

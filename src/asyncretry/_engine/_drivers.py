@@ -52,6 +52,17 @@ def _pay_first(call: Call, scope: Scope) -> None:
         raise error
 
 
+def _begin_now(call: Attempts | SyncAttempts) -> Attempt | None:
+    """The first attempt of ``call``, begun at once when nothing may make it wait or refuse it; else ``None``."""
+    if call.number or not call.scope.admits_at_once():
+        return None
+    attempt = Attempt()
+    attempt._attempts = call
+    attempt._started = call.started  # nothing was waited for: the attempt starts with the call
+    Call.begin(call, 0.0, False)  # (a synchronous driver calls this under its lock)
+    return attempt
+
+
 def _log_hook_failure(info: GiveUpInfo) -> None:
     # The caller must see the call's real error, not the hook's: log the hook's and go on.
     logger.exception("asyncretry: the on_give_up hook failed for a call in scope %r", info.scope)
@@ -73,7 +84,7 @@ class Attempts(Call):
     async def __anext__(self) -> Attempt:
         if self.done:
             raise StopAsyncIteration
-        attempt = self.begin_now()
+        attempt = _begin_now(self)
         if attempt is None:
             attempt = await self._start_after_waiting()
             if attempt is None:
@@ -93,7 +104,7 @@ class Attempts(Call):
             RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the next
                 attempt was refused before it began (chained to the last attempt's error).
         """
-        attempt = self.begin_now()
+        attempt = _begin_now(self)
         if attempt is None:
             attempt = await self._start_after_waiting()
         return attempt
@@ -101,13 +112,7 @@ class Attempts(Call):
     def begin_now(self) -> Attempt | None:
         """The first attempt, begun at once when nothing may make it wait or refuse it; else ``None``
         (then :meth:`start`). For drivers that make many calls: :meth:`start` without its coroutine."""
-        if self.number or not self.scope.admits_at_once():
-            return None
-        attempt = Attempt()
-        attempt._attempts = self
-        attempt._started = self.started  # nothing was waited for: the attempt starts with the call
-        self.begin(0.0, False)
-        return attempt
+        return _begin_now(self)
 
     async def _start_after_waiting(self) -> Attempt | None:
         if self.done:
@@ -288,6 +293,8 @@ class SyncAttempts(Call):
         super().__init__(retrier, scope, policy, now, judge, label)
         self._lock = lock if lock is not None else nullcontext()
 
+    ready: Attempt | None = None  # a first attempt begun when the call was made (Retrier.sync_attempts)
+
     def __iter__(self) -> SyncAttempts:
         return self
 
@@ -306,6 +313,14 @@ class SyncAttempts(Call):
         """Wait (blocking the thread) for what the next attempt needs and begin it; ``None`` when over."""
         if self.done:
             return None
+        attempt = self.ready
+        if attempt is not None:
+            self.ready = None
+            return attempt
+        with self._lock:
+            attempt = _begin_now(self)
+        if attempt is not None:
+            return attempt
         scope = self.scope
         delay = 0.0
         try:
@@ -329,8 +344,7 @@ class SyncAttempts(Call):
             raise
         attempt = Attempt()
         attempt._attempts = self
-        with self._lock:
-            number = self.begin(delay, probe)
+        number = self.begin(delay, probe)
         if number != 1:
             attempt.number = number
             attempt.delay_before = delay
@@ -419,6 +433,10 @@ class SyncAttempts(Call):
                     logger.error("asyncretry: on_give_up returned an awaitable in synchronous code; "
                                  "use a plain function in synchronous code")
         _raise_pending(self)
+
+    def begin(self, delay: float, probe: bool) -> int:
+        with self._lock:  # the retrier's counters are shared by the threads
+            return super().begin(delay, probe)
 
     def abandon(self) -> None:
         with self._lock:

@@ -9,11 +9,11 @@ use :meth:`Retrier.attempts` and :meth:`Retrier.sync_attempts` with a ``judge`` 
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any, ParamSpec, TypeVar
 
 from .._events import EventBus, Listener, ScopeEvicted
@@ -27,7 +27,7 @@ from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, Rem
 from .._validate import check_int, check_seconds
 from ._attempt import NOT_SET, Attempt
 from ._call import Judge, Label
-from ._drivers import Attempts, SyncAttempts
+from ._drivers import Attempts, SyncAttempts, _begin_now
 from ._policy import RetryPolicy
 from ._scopes import (
     AnyBreaker,
@@ -219,10 +219,11 @@ class Retrier:
         """
         lock = lock if lock is not None else self._lock
         now = self.clock.now()
-        with lock:
-            found = self._scopes.get(scope, now)
-        return SyncAttempts(self, found, policy if policy is not None else self.policy, now,
-                            judge=judge, label=label, lock=lock)
+        with lock:  # the scope table and the retrier's counters are shared by the threads
+            attempts = SyncAttempts(self, self._scopes.get(scope, now), policy if policy is not None else self.policy,
+                                    now, judge=judge, label=label, lock=lock)
+            attempts.ready = _begin_now(attempts)  # the first attempt, when nothing may make it wait (same lock)
+        return attempts
 
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``await fn(*args, **kwargs)`` with retries in the default scope and return its result.
@@ -273,7 +274,7 @@ class Retrier:
         for attempt in attempts:
             with attempt:
                 result = fn(*args, **kwargs)
-                if inspect.iscoroutine(result):
+                if isinstance(result, CoroutineType):
                     result.close()  # never awaited: close it rather than let it warn later
                     raise TypeError(f"{fn!r} returned a coroutine: retry it with `await retrier.call(...)`")
                 attempt.result = result

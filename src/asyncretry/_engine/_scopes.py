@@ -12,6 +12,7 @@ at 10 scopes or 100,000.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -229,7 +230,10 @@ class Scope:
 
     def busy(self) -> bool:
         """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""
-        return any(part is not None and part.statistics().waiting for part in (self.bucket, self.limiter))
+        bucket, limiter = self.bucket, self.limiter
+        return (bucket is not None and bucket.statistics().waiting > 0) or (
+            limiter is not None and limiter.statistics().waiting > 0
+        )
 
     def statistics(self) -> ScopeStatistics:
         return ScopeStatistics(
@@ -255,7 +259,7 @@ class ScopeTable:
 
     __slots__ = ("_evicted", "_idle_timeout", "_make", "_max", "_on_evict", "_scopes")
 
-    LOOK_AT = 8  # scopes examined from the front for one new key, at most
+    LOOK_AT = 4  # scopes examined from the front for one new key, at most
 
     def __init__(
         self,
@@ -268,7 +272,9 @@ class ScopeTable:
         self._max = max_scopes
         self._idle_timeout = idle_timeout
         self._on_evict = on_evict
-        self._scopes: dict[str, Scope] = {}
+        # An OrderedDict: its front is reached in O(1) however many scopes were deleted before it
+        # (a plain dict scans the holes deletions leave at its start until it is rebuilt).
+        self._scopes: OrderedDict[str, Scope] = OrderedDict()
         self._evicted = 0
 
     def get(self, key: str, now: float) -> Scope:
@@ -292,8 +298,7 @@ class ScopeTable:
                 continue
             if len(scopes) < self._max and oldest.last_used > idle_before:
                 return  # room left, and the front is in use: nothing to do
-            del scopes[oldest.key]  # a second chance: to the back
-            scopes[oldest.key] = oldest
+            scopes.move_to_end(oldest.key)  # a second chance: to the back
             if not oldest.busy() and (candidate is None or oldest.last_used < candidate.last_used):
                 candidate = oldest
         if len(scopes) >= self._max and candidate is not None:
