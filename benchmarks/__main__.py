@@ -23,6 +23,8 @@ BENCHMARKS = (
     ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter (issue 5)"),
     ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry (issue 5)"),
     ("bench_budget", "retry budget vs AWS quota vs tenacity: outage load, brown-out goodput (issue 18)"),
+    ("bench_scopes", "a new scope key at 1,000 / 10,000 / 50,000 live scopes (issue 15)"),
+    ("bench_sync", "the synchronous decorator vs tenacity's and stamina's (issue 16)"),
     ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
     ("bench_observability", "success path with and without OpenTelemetry (issue 7)"),
 )

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rounds, per_round = (3, 500) if args.quick else (7, 2_000)
     print(f"asyncretry: the cost of a scope key (Python {sys.version.split()[0]}, asyncio, best of {rounds} rounds)")
-    print(f"{'live scopes':>12} {'known key ns':>13} {'+ a scope ns':>13} {'new key ns':>11} {'new / (known + scope)':>22}")
+    header = ("live scopes", "known key ns", "+ a scope ns", "new key ns", "new / (known + scope)")
+    print(f"{header[0]:>12} {header[1]:>13} {header[2]:>13} {header[3]:>11} {header[4]:>22}")
     met = True
     for size in (1_000, 10_000, 50_000):
         known, make, new = anyio.run(measure, size, rounds, per_round)
