@@ -299,6 +299,8 @@ class EventBus:
     __slots__ = ("_listeners", "_log", "_parent")
 
     def __init__(self, *, parent: EventBus | None = None, _root: bool = False) -> None:
+        if parent is not None and not isinstance(parent, EventBus):
+            raise TypeError(f"parent must be an EventBus or None, got {parent!r} ({type(parent).__name__})")
         self._listeners: tuple[Listener, ...] = ()
         self._parent = None if _root else (parent if parent is not None else GLOBAL_EVENTS)
         self._log = _root
