@@ -21,6 +21,8 @@ import anyio
 import httpx
 import pytest
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import asyncretry
 import asyncretry.httpx
@@ -176,12 +178,12 @@ def _must_refuse(annotation: object, value: Any) -> bool:
     return False
 
 
-def _violations(name: str, parameter: str) -> list[str]:
+def _violations(name: str, parameter: str, values: list[Any] = HOSTILE) -> list[str]:
     """Every hostile value for which the rule fails, with what happened."""
     cls = CLASSES[name]
     annotation = inspect.signature(cls).parameters[parameter].annotation
     found = []
-    for value in HOSTILE:
+    for value in values:
         arguments = _defaults(name)
         if parameter == "transport" and name.endswith("RetryTransport"):
             continue  # the wrapped transport is httpx's business: any object is tried as one
@@ -251,3 +253,25 @@ def test_every_public_settings_class_is_driven() -> None:
 def test_hostile_values_fail_at_construction_or_work(name: str, parameter: str) -> None:
     """A hostile value for this parameter is refused with an error naming it, or the object works."""
     assert _violations(name, parameter) == []
+
+
+# Beyond the fixed list: any float (subnormals, huge, NaN, infinities), integers of any size, and other types.
+VALUES = st.one_of(
+    st.floats(),
+    st.integers(min_value=-(10**500), max_value=10**500),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+    st.lists(st.floats(), max_size=2),
+    st.timedeltas(),
+)
+OWNED = [(name, parameter) for name, cls in sorted(CLASSES.items()) for parameter in _parameters(name, cls)
+         if (name, parameter) not in KNOWN_ELSEWHERE]
+
+
+@settings(max_examples=400)
+@given(case=st.sampled_from(OWNED), value=VALUES)
+def test_any_value_fails_at_construction_or_works(case: tuple[str, str], value: Any) -> None:
+    """Whatever value a parameter gets, it is refused with an error naming it or the object works."""
+    name, parameter = case
+    assert _violations(name, parameter, [value]) == []
