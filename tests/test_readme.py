@@ -51,7 +51,7 @@ class _LateSelector:
 def late_virtual_time_loop() -> VirtualTimeEventLoop:
     """asyncretry's virtual-time loop, with timers that fire a little late as in real time."""
     loop = VirtualTimeEventLoop(start=1000.0)
-    loop._selector = _LateSelector(loop._selector, loop, random.Random(0))  # type: ignore[attr-defined,assignment]
+    loop._selector = _LateSelector(loop._selector, loop, random.Random(0))  # type: ignore[attr-defined]
     return loop
 
 
