@@ -7,6 +7,10 @@ behind one retry engine with three ways in, and an httpx transport (:mod:`asyncr
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import typing
+
 # --- base: exceptions, events
 from ._events import GLOBAL_EVENTS as GLOBAL_EVENTS
 from ._events import AttemptFinished as AttemptFinished
@@ -175,3 +179,30 @@ __all__ = [
     "settings_from_env",
     "statistics_to_dict",
 ]
+
+
+def _name_public_objects() -> None:
+    """Make the public classes and functions say ``asyncretry.X`` in reprs, tracebacks and docs.
+
+    They are defined in private modules; without this a ``TypeError`` or ``repr(type(policy))`` would show
+    ``asyncretry._engine._policy.RetryPolicy``, a path users should neither see nor import. pickle finds
+    them under the public name too, since every one of them is importable from here (as httpx does).
+    """
+    namespace = globals()
+    for name in __all__:
+        obj = namespace[name]
+        if isinstance(obj, type):
+            # typing.get_type_hints() resolves a class's string annotations in the module named by
+            # __module__: resolve them now, in their own module, so that it keeps working afterwards.
+            own = obj.__dict__.get("__annotations__", {})
+            if own:
+                with contextlib.suppress(Exception):  # a name only imported for type checkers: keep strings
+                    hints = typing.get_type_hints(obj, include_extras=True)
+                    obj.__annotations__ = {key: hints[key] for key in own}
+            obj.__module__ = __name__
+        elif inspect.isfunction(obj):
+            obj.__module__ = __name__  # its annotations resolve in its __globals__, which do not change
+
+
+_name_public_objects()
+del _name_public_objects
