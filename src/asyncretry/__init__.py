@@ -194,7 +194,7 @@ def _name_public_objects() -> None:
         if isinstance(obj, type):
             # typing.get_type_hints() resolves a class's string annotations in the module named by
             # __module__: resolve them now, in their own module, so that it keeps working afterwards.
-            own = obj.__dict__.get("__annotations__", {})
+            own = inspect.get_annotations(obj)
             if own:
                 with contextlib.suppress(Exception):  # a name only imported for type checkers: keep strings
                     hints = typing.get_type_hints(obj, include_extras=True)
