@@ -50,7 +50,7 @@ def interpreter(version: str) -> str | None:
 
 
 def main() -> None:
-    running = "%d.%d" % sys.version_info[:2]
+    running = "{}.{}".format(*sys.version_info[:2])
     for version in claimed_versions():
         if version != running:
             print(version, interpreter(version) or "-")

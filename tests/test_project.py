@@ -64,7 +64,8 @@ def test_the_mit_license_text_ships_at_the_top() -> None:
 
 def _ci_pythons() -> Any:
     spec = importlib.util.spec_from_file_location("ci_pythons", ROOT / ".ci" / "pythons.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -82,7 +83,7 @@ def test_ci_knows_every_claimed_python_version() -> None:
 def test_ci_finds_a_working_interpreter_or_none() -> None:
     """An interpreter is only reported if it runs and is the right version; a missing version is None."""
     pythons = _ci_pythons()
-    running = "%d.%d" % sys.version_info[:2]
+    running = "{}.{}".format(*sys.version_info[:2])
     assert pythons._runs(sys.executable, running)
     assert not pythons._runs(sys.executable, "3.99")
     assert pythons.interpreter("3.99") is None
