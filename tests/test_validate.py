@@ -15,6 +15,7 @@ from asyncretry import (
     CircuitBreaker,
     CircuitBreakerConfig,
     Classifier,
+    DeliveryPolicy,
     EventBus,
     ExponentialBackoff,
     RetryPolicy,
@@ -221,3 +222,10 @@ def test_a_nan_duration_is_still_refused() -> None:
     """The nanosecond floor does not let NaN through."""
     with pytest.raises(ValueError, match="deadline must be a finite number"):
         RetryPolicy(deadline=math.nan)
+
+
+@pytest.mark.parametrize("strategy", [ExponentialBackoff(), DeliveryPolicy()])
+def test_a_schedule_rng_must_be_callable(strategy: ExponentialBackoff | DeliveryPolicy) -> None:
+    """schedule(rng=0.5) names rng instead of failing with "'float' object is not callable"."""
+    with pytest.raises(TypeError, match=r"rng must be callable, got 0.5 \(float\)"):
+        strategy.schedule(3, rng=0.5)  # type: ignore[arg-type]
