@@ -21,6 +21,7 @@ from asyncretry import (
     RetryPolicy,
     RetryQuota,
     RetryQuotaConfig,
+    poll,
 )
 from asyncretry._validate import MAX_INT, check_int, check_items, check_number, check_seconds
 from asyncretry.otel import instrument
@@ -229,3 +230,25 @@ def test_a_schedule_rng_must_be_callable(strategy: ExponentialBackoff | Delivery
     """schedule(rng=0.5) names rng instead of failing with "'float' object is not callable"."""
     with pytest.raises(TypeError, match=r"rng must be callable, got 0.5 \(float\)"):
         strategy.schedule(3, rng=0.5)  # type: ignore[arg-type]
+
+
+async def _job() -> str:
+    return "done"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("arguments", "name"),
+    [
+        ({"fn": 5}, "fn"),
+        ({"status": None}, "status"),
+        ({"retrier": "r"}, "retrier"),
+        ({"policy": 3}, "policy"),
+        ({"scope": 7}, "scope"),
+    ],
+)
+async def test_poll_names_a_bad_argument(arguments: dict[str, Any], name: str) -> None:
+    """poll() with an argument of the wrong type raises TypeError naming it, before any poll."""
+    call: dict[str, Any] = {"fn": _job, "status": lambda result: "success", **arguments}
+    with pytest.raises(TypeError, match=rf"^{name} must be"):
+        await poll(**call)
