@@ -107,14 +107,18 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an integer, got {_short(value)} ({type(value).__name__})")
+    if (
+        -9007199254740992 <= value <= 9007199254740992  # +-MAX_INT, written out: the common path is hot
+        and (low is None or value >= low)
+        and (high is None or value <= high)
+    ):
+        return value
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValueError(f"{name} must be an integer {_range_text(low, high, False, False)}, got {_short(value)}")
-    if abs(value) > MAX_INT:
-        raise ValueError(
-            f"{name} must be an integer {_range_text(low, MAX_INT if high is None else high, False, False)} "
-            f"(integers beyond 2**53 cannot be used exactly), got {_short(value)}"
-        )
-    return value
+    raise ValueError(
+        f"{name} must be an integer {_range_text(low, MAX_INT if high is None else high, False, False)} "
+        f"(integers beyond 2**53 cannot be used exactly), got {_short(value)}"
+    )
 
 
 def check_seconds(
