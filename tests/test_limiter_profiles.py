@@ -84,7 +84,7 @@ def test_aws_preset_keeps_the_aws_profile_and_plain_adaptive_mode_gets_the_defau
         ("utilization", 0, r"utilization must be > 0 and < 1, got 0"),
         ("repeat_decrease", 1.5, r"repeat_decrease must be > 0 and < 1, got 1.5"),
         ("min_repeat_decrease", 0.8, r"min_repeat_decrease must be > 0 and <= 0.7, got 0.8"),
-        ("reaction_time", 2.0, r"reaction_time must be > 0 and <= 1, got 2.0"),
+        ("reaction_time", 2.0, r"reaction_time must be <= measurement_window \(1 s\), got reaction_time=2.0"),
         ("reaction_time", 0, r"reaction_time must be > 0, got 0"),
         ("measurement_window", 0, r"measurement_window must be > 0, got 0"),
         ("recovery_time", -1, r"recovery_time must be > 0, got -1"),

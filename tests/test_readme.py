@@ -1,14 +1,17 @@
-"""The README's and the docs' Python examples run as written, so they cannot rot.
+"""The README's and every docs page's Python examples run as written, so they cannot rot.
 
 Each ```python block is executed on its own, in a fresh namespace, offline (the examples talk to
-in-memory servers). One liberty is taken: ``anyio.run`` on asyncio gets asyncretry's virtual-time event
-loop unless the example chooses its own loop, so the examples' backoff sleeps take no real time. The
-results do not change: virtual time is exactly what a real clock would show, without the waiting.
+in-memory servers). One liberty is taken: ``anyio.run`` on asyncio gets a virtual-time event loop unless
+the example chooses its own loop, so the examples' backoff sleeps take no real time. So that an example
+cannot depend on virtual time's exactness (which a user running it would not have), that loop fires every
+timer late by a random 0 to 2 ms, as a real event loop does.
 """
 
 from __future__ import annotations
 
+import random
 import re
+import selectors
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,25 +19,40 @@ from typing import Any
 import anyio
 import pytest
 
-from asyncretry.testing import virtual_time_loop
+from asyncretry.testing import VirtualTimeEventLoop
 
 ROOT = Path(__file__).resolve().parent.parent
-# The pages whose examples are complete programs (the others hold fragments of their own).
-PAGES = [
-    "README.md",
-    "docs/index.md",
-    "docs/quickstart.md",
-    "docs/token-bucket.md",
-    "docs/retry-quota.md",
-    "docs/adaptive-limiter.md",
-    "docs/backoff.md",
-    "docs/circuit-breaker.md",
-    "docs/retry-engine.md",
-    "docs/httpx.md",
-    "docs/aws.md",
-    "docs/testing.md",
-    "docs/cli.md",
-]
+PAGES = ["README.md", *sorted(str(page.relative_to(ROOT)) for page in (ROOT / "docs").glob("*.md"))]
+# Pages of other branches whose examples do not run yet; strict, so that a fix turns into a failure here.
+NOT_RUNNABLE_YET = {
+    "docs/redis.md": "not this branch's page: its example awaits outside a function and needs a Redis server",
+}
+
+
+class _LateSelector:
+    """Wraps the virtual loop's selector: each jump to a timer lands 0 to 2 ms late, like a real loop's wakeups."""
+
+    def __init__(self, inner: selectors.BaseSelector, loop: VirtualTimeEventLoop, rng: random.Random) -> None:
+        self._inner = inner
+        self._loop = loop
+        self._rng = rng
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        before = self._loop.time()
+        ready = self._inner.select(timeout)
+        if self._loop.time() > before:
+            self._loop._virtual_now += self._rng.uniform(0.0, 0.002)
+        return ready
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def late_virtual_time_loop() -> VirtualTimeEventLoop:
+    """asyncretry's virtual-time loop, with timers that fire a little late as in real time."""
+    loop = VirtualTimeEventLoop(start=1000.0)
+    loop._selector = _LateSelector(loop._selector, loop, random.Random(0))  # type: ignore[attr-defined]
+    return loop
 
 
 def _blocks(page: str) -> list[tuple[int, str]]:
@@ -46,11 +64,19 @@ def _blocks(page: str) -> list[tuple[int, str]]:
 
 
 EXAMPLES = [
-    pytest.param(page, line, code, id=f"{page}:{line}")
+    pytest.param(
+        page, line, code, id=f"{page}:{line}",
+        marks=[pytest.mark.xfail(strict=True, reason=NOT_RUNNABLE_YET[page])] if page in NOT_RUNNABLE_YET else [],
+    )
     for page in PAGES
-    if (ROOT / page).exists()
     for line, code in _blocks(page)
 ]
+
+
+def test_every_docs_page_is_covered() -> None:
+    """Every page of docs/ is in the list of pages whose examples run."""
+    assert {f"docs/{page.name}" for page in (ROOT / "docs").glob("*.md")} <= set(PAGES)
+    assert len(EXAMPLES) >= 20
 
 
 def test_the_readme_has_examples() -> None:
@@ -80,7 +106,7 @@ def test_example_runs(page: str, line: int, code: str, monkeypatch: pytest.Monke
                     backend_options: dict[str, Any] | None = None) -> Any:
         options = dict(backend_options or {})
         if backend == "asyncio":
-            options.setdefault("loop_factory", virtual_time_loop)
+            options.setdefault("loop_factory", late_virtual_time_loop)
         return real_run(func, *args, backend=backend, backend_options=options)
 
     monkeypatch.setattr(anyio, "run", virtual_run)

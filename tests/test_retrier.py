@@ -9,7 +9,7 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asyncretry import (
@@ -1280,6 +1280,7 @@ KIND_OF = {"connection": T.CONNECTION, "timeout": T.TIMEOUT, "throttling": T.THR
     profile=st.sampled_from(["2020", "2026"]),
     u=st.floats(0.0, 0.999),
 )
+@example(names=["connection", "ok"], max_attempts=3, profile="2026", u=5e-324)  # the 50 ms backoff underflows to 0
 def test_any_sequence_of_outcomes_follows_spec_1_1(
     backend: str, names: list[str], max_attempts: int, profile: Literal["2020", "2026"], u: float
 ) -> None:
@@ -1314,7 +1315,10 @@ def test_any_sequence_of_outcomes_follows_spec_1_1(
         expected = 500 - sum(costs)
     assert available(retrier) == expected
     assert all(0 < s <= 20 for s in clock.sleeps)
-    assert len(clock.sleeps) == (len(made) - 1 if u > 0 else 0)
+    # A retry sleeps its backoff unless that is 0 (u = 0, or a u so small that u * base underflows to 0).
+    backoffs = [policy.throttling_backoff if n == "throttling" else policy.backoff for n in made[:-1]]
+    delays = [backoff.delay(number, u) for number, backoff in enumerate(backoffs, 1)]  # type: ignore[union-attr]
+    assert clock.sleeps == [delay for delay in delays if delay > 0]
     if final != "ok":
         history = history_of(outcome)
         assert history is not None

@@ -13,14 +13,16 @@ throttle cutting the adaptive rate, a recovery), and per-attempt detail is DEBUG
 its first attempt with an error that is not retried (every HTTP 404, say) is DEBUG: nothing was retried
 and the caller sees the error. Some classes therefore decide the level per event (:attr:`Event.log_level`).
 
-A listener is a plain callable; an exception it raises is logged and swallowed so that telemetry can
-never break a call.
+A listener is a plain callable; an exception it raises never reaches the emitting call: it is logged at
+ERROR with its traceback on the ``asyncretry`` logger, and printed to stderr (Python's last-resort
+handler) when logging is not configured, so that a broken listener is never silent.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -338,6 +340,8 @@ class EventBus:
     __slots__ = ("_listeners", "_log", "_parent")
 
     def __init__(self, *, parent: EventBus | None = None, _root: bool = False) -> None:
+        if parent is not None and not isinstance(parent, EventBus):
+            raise TypeError(f"parent must be an EventBus or None, got {parent!r} ({type(parent).__name__})")
         self._listeners: tuple[Listener, ...] = ()
         self._parent = None if _root else (parent if parent is not None else GLOBAL_EVENTS)
         self._log = _root
@@ -375,7 +379,7 @@ class EventBus:
                 try:
                     listener(event)
                 except Exception:
-                    logger.exception("asyncretry event listener %r failed on %r", listener, event)
+                    _listener_failed(listener, event)
             if bus._log:
                 level = event.log_level
                 if logger.isEnabledFor(level):
@@ -389,6 +393,39 @@ class EventBus:
 def _unset(event: Event, field: dataclasses.Field[Any]) -> bool:
     """An optional field left at ``None`` (a call without a target): not worth a word in a log line."""
     return field.default is None and getattr(event, field.name) is None
+
+
+def _listener_failed(listener: Listener, event: Event) -> None:
+    """Log a listener's exception at ERROR with its traceback, visibly even when logging is not configured.
+
+    The ``asyncretry`` logger carries a :class:`logging.NullHandler` (so that its INFO and WARNING events
+    stay quiet until an application configures logging), which also keeps Python's last-resort handler
+    from printing anything. A broken listener is a bug to fix, not telemetry: when no real handler would
+    receive the record, it goes to :data:`logging.lastResort` (stderr) as it would in a library without the
+    NullHandler. The emitting call is never affected.
+    """
+    if not logger.isEnabledFor(logging.ERROR):
+        return  # the application turned the asyncretry logger down on purpose
+    record = logger.makeRecord(
+        logger.name, logging.ERROR, __file__, 0, "asyncretry event listener %r failed on %r", (listener, event),
+        sys.exc_info(),
+    )
+    logger.handle(record)
+    last_resort = logging.lastResort
+    if last_resort is not None and not _has_real_handler(logger) and record.levelno >= last_resort.level:
+        last_resort.handle(record)
+
+
+def _has_real_handler(start: logging.Logger) -> bool:
+    """Whether a record logged on ``start`` reaches a handler other than a NullHandler (as callHandlers walks)."""
+    current: logging.Logger | None = start
+    while current is not None:
+        if any(not isinstance(handler, logging.NullHandler) for handler in current.handlers):
+            return True
+        if not current.propagate:
+            return False
+        current = current.parent
+    return False
 
 
 def _extra(event: Event) -> dict[str, Any]:

@@ -86,7 +86,7 @@ from ._primitives._breaker import BreakerState, BreakerStatistics
 from ._primitives._budget import BudgetStatistics
 from ._primitives._limiter import LimiterStatistics
 from ._primitives._quota import QuotaStatistics
-from ._validate import check_seconds
+from ._validate import check_bool, check_instance, check_seconds
 
 __all__ = ["Instrumentation", "instrument"]
 
@@ -657,7 +657,9 @@ def instrument(
         ValueError: ``collect_timeout`` is not a positive number of seconds.
     """
     timeout = check_seconds("collect_timeout", collect_timeout, low_open=True)
+    check_bool("spans", spans)
+    bus = GLOBAL_EVENTS if bus is None else check_instance("bus", bus, EventBus)
+    if meter_provider is not None and not callable(getattr(meter_provider, "get_meter", None)):
+        raise TypeError(f"meter_provider must be an OpenTelemetry MeterProvider or None, got {meter_provider!r}")
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
-    return Instrumentation(
-        _meters_for(provider), bus if bus is not None else GLOBAL_EVENTS, spans=spans, collect_timeout=timeout
-    )
+    return Instrumentation(_meters_for(provider), bus, spans=spans, collect_timeout=timeout)

@@ -28,7 +28,7 @@ import anyio.lowlevel
 from ._engine._testmode import TestMode as TestMode
 from ._engine._testmode import test_mode as test_mode
 from ._primitives._clock import RandomSource
-from ._validate import check_number
+from ._validate import check_items, check_number
 
 __all__ = [
     "SequenceRandom",
@@ -91,7 +91,9 @@ class SequenceRandom:
     __slots__ = ("_cycle", "calls")
 
     def __init__(self, values: Iterable[float]) -> None:
-        checked = [check_number("values[i]", v, low=0.0, high=1.0, high_open=True) for v in values]
+        checked = check_items(
+            "values", values, lambda name, v: check_number(name, v, low=0.0, high=1.0, high_open=True), what="numbers"
+        )
         if not checked:
             raise ValueError("values must contain at least one number in [0, 1), got none")
         self._cycle = itertools.cycle(checked)

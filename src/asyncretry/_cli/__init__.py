@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .. import __version__
 from ._args import capacity_schedule, choice_list, integer, number, png_path
 from ._common import CommandError, UsageError
 
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="See what asyncretry does: a live demo, delay schedules, and simulations in virtual time.",
         epilog="Run 'asyncretry COMMAND --help' for a command's options.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = commands.add_parser(

@@ -34,6 +34,7 @@ from typing import Any
 
 from .._exceptions import AsyncRetryError
 from .._primitives._kinds import OutcomeKind
+from .._validate import check_bool, check_items, check_str
 from ._botocore import AWS_TRANSIENT_STATUSES, amz_retry_after_of, botocore_error_kind, response_metadata, status_of
 
 __all__ = [
@@ -131,7 +132,7 @@ def error_code_of(error: BaseException) -> str | None:
 
 
 def _types(name: str, value: Iterable[type[BaseException]] | type[BaseException]) -> tuple[type[BaseException], ...]:
-    items = (value,) if isinstance(value, type) else tuple(value)
+    items = (value,) if isinstance(value, type) else check_items(name, value, what="exception classes")
     for item in items:
         if not (isinstance(item, type) and issubclass(item, BaseException)):
             raise TypeError(f"{name} must contain exception classes, got {item!r}")
@@ -177,14 +178,13 @@ class Classifier:
         for name in ("transient", "throttling", "timeout", "never"):
             object.__setattr__(self, name, _types(name, getattr(self, name)))
         for name in ("throttling_codes", "transient_codes"):
-            codes = getattr(self, name)
-            if isinstance(codes, str):
-                raise TypeError(f"{name} must be a collection of error codes, got the string {codes!r}")
+            codes = check_items(name, getattr(self, name), check_str, what="error codes")
             object.__setattr__(self, name, frozenset(codes))
         for name in ("retry_if", "retry_if_result"):
             value = getattr(self, name)
             if value is not None and not callable(value):
                 raise TypeError(f"{name} must be callable or None, got {value!r}")
+        check_bool("network_errors", self.network_errors)
         object.__setattr__(self, "_has_codes", bool(self.throttling_codes or self.transient_codes))
 
     def classify_error(self, error: Exception) -> Outcome:

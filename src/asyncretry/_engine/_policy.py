@@ -18,7 +18,16 @@ from .._primitives._breaker import CircuitBreakerConfig
 from .._primitives._budget import RetryBudgetConfig
 from .._primitives._limiter import AdaptiveLimiterConfig
 from .._primitives._quota import RetryQuotaConfig
-from .._validate import check_choice, check_int, check_number, check_seconds
+from .._validate import (
+    MIN_SECONDS,
+    check_bool,
+    check_callable,
+    check_choice,
+    check_int,
+    check_items,
+    check_number,
+    check_seconds,
+)
 from ._classify import DEFAULT_CLASSIFIER, Classifier
 
 if TYPE_CHECKING:
@@ -178,7 +187,8 @@ class RetryPolicy:
         if self.budget is not None and not isinstance(self.budget, RetryBudgetConfig):
             raise TypeError(f"budget must be a RetryBudgetConfig or None, got {self.budget!r}")
         if self.rate_limit is not None:
-            s(self, "rate_limit", check_number("rate_limit", self.rate_limit, low=0.0, low_open=True))
+            # At least one request in about 30 years: a slower rate's waits overflow to infinity.
+            s(self, "rate_limit", check_number("rate_limit", self.rate_limit, low=MIN_SECONDS))
             burst = self.rate_limit_burst if self.rate_limit_burst is not None else max(1.0, self.rate_limit)
             s(self, "rate_limit_burst", check_number("rate_limit_burst", burst, low=1.0))
         elif self.rate_limit_burst is not None:
@@ -188,6 +198,7 @@ class RetryPolicy:
         s(self, "deadline", _seconds_or_none("deadline", self.deadline))
         s(self, "attempt_timeout", _seconds_or_none("attempt_timeout", self.attempt_timeout))
         s(self, "max_server_delay", check_seconds("max_server_delay", self.max_server_delay))
+        check_bool("honour_server_delay", self.honour_server_delay)
         if self.honour_amz_retry_after is None:
             s(self, "honour_amz_retry_after", self.profile == "2026")
         if not isinstance(self.long_polling, bool):
@@ -198,10 +209,11 @@ class RetryPolicy:
                 f"forces), but mode={self.mode!r} with quota={self.quota!r} has none; use mode='standard' or "
                 "'adaptive' with quota=True"
             )
-        if self.on_give_up is not None and not callable(self.on_give_up):
-            raise TypeError(f"on_give_up must be callable or None, got {self.on_give_up!r}")
+        check_bool("honour_amz_retry_after", self.honour_amz_retry_after)
+        if self.on_give_up is not None:
+            check_callable("on_give_up", self.on_give_up)
         s(self, "on_give_up_is_async", inspect.iscoroutinefunction(self.on_give_up))
-        s(self, "listeners", tuple(self.listeners))
+        s(self, "listeners", check_items("listeners", self.listeners, check_callable, what="listeners"))
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """A copy with some fields changed (validated again)."""

@@ -8,6 +8,7 @@ from typing import TypeVar, cast
 
 from .._exceptions import PollFailed
 from .._primitives._kinds import OutcomeKind
+from .._validate import check_callable, check_instance, check_str
 from ._policy import RetryPolicy
 from ._retrier import DEFAULT_SCOPE, Retrier
 
@@ -47,13 +48,21 @@ async def poll(
         scope: the scope of the calls.
 
     Raises:
+        TypeError: an argument has the wrong type (the message names it).
         PollFailed: a poll returned a final status other than success.
         RetriesExhausted: the polls ran out (or the deadline came) while still not ready.
     """
+    check_callable("fn", fn)
+    check_callable("status", status)
+    check_str("scope", scope)
+    if policy is not None:
+        check_instance("policy", policy, RetryPolicy)
     if retrier is None:
         retrier = Retrier(policy if policy is not None else RetryPolicy.polling(), name="poll")
     elif policy is not None:
         raise TypeError("pass either retrier or policy, not both")
+    else:
+        check_instance("retrier", retrier, Retrier)
     attempts = retrier.attempts(scope=scope)
     result: T | None = None
     failed: str | None = None

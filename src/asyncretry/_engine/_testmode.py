@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from .._validate import check_int
+from .._validate import check_bool, check_int
 
 __all__ = ["TestMode", "current_test_mode", "test_mode"]
 
@@ -21,6 +21,11 @@ class TestMode:
 
     max_attempts: int | None
     no_wait: bool
+
+    def __post_init__(self) -> None:
+        if self.max_attempts is not None:
+            check_int("max_attempts", self.max_attempts, low=1)
+        check_bool("no_wait", self.no_wait)
 
 
 _TEST_MODE: ContextVar[TestMode | None] = ContextVar("asyncretry_test_mode", default=None)
@@ -38,8 +43,6 @@ def test_mode(*, max_attempts: int | None = None, no_wait: bool = True) -> Itera
         max_attempts: cap on the attempts of every call (>= 1), or ``None`` to keep each policy's.
         no_wait: skip backoff sleeps (default ``True``).
     """
-    if max_attempts is not None:
-        check_int("max_attempts", max_attempts, low=1)
     mode = TestMode(max_attempts, no_wait)
     token = _TEST_MODE.set(mode)
     try:

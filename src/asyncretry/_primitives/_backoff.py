@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Protocol, runtime_checkable
 
-from .._validate import check_choice, check_int, check_number, check_seconds
+from .._validate import check_callable, check_choice, check_int, check_number, check_seconds
 from ._clock import RandomSource
 
 __all__ = [
@@ -111,6 +111,8 @@ def _grow(start: float, factor: float, steps: int, cap: float) -> float:
 
 def _schedule(strategy: Backoff, attempts: int, rng: RandomSource | None) -> list[float]:
     count = check_int("attempts", attempts, low=0)
+    if rng is not None:
+        check_callable("rng", rng)
     if strategy.max_retries is not None:
         count = min(count, strategy.max_retries)
     delays: list[float] = []

@@ -36,7 +36,7 @@ from typing import ClassVar
 
 from .._events import GLOBAL_EVENTS, BreakerStateChanged, EventBus
 from .._exceptions import CircuitOpenError
-from .._validate import check_int, check_number, check_seconds
+from .._validate import check_clock, check_instance, check_int, check_number, check_seconds, check_str
 from ._clock import DEFAULT_CLOCK, Clock
 
 __all__ = ["BreakerState", "BreakerStatistics", "CircuitBreaker", "CircuitBreakerConfig"]
@@ -282,10 +282,12 @@ class CircuitBreaker:
         name: str = "breaker",
         events: EventBus | None = None,
     ) -> None:
-        self._config = config if config is not None else CircuitBreakerConfig()
-        self._clock = clock if clock is not None else DEFAULT_CLOCK
-        self.name = name
-        self._events = events if events is not None else GLOBAL_EVENTS
+        self._config = (
+            CircuitBreakerConfig() if config is None else check_instance("config", config, CircuitBreakerConfig)
+        )
+        self._clock = DEFAULT_CLOCK if clock is None else check_clock("clock", clock)
+        self.name = check_str("name", name)
+        self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
         self._window = _Window(_seconds(self._config.sampling_duration))
         self._base_break = _seconds(self._config.break_duration)
         self._max_break = _seconds(self._config.max_break_duration)

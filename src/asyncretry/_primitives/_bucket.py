@@ -35,7 +35,7 @@ import anyio
 import anyio.lowlevel
 
 from .._exceptions import RateLimitTimeout
-from .._validate import check_number, check_seconds
+from .._validate import check_clock, check_number, check_seconds, check_str
 from ._clock import DEFAULT_CLOCK, Clock, cached_loop
 
 __all__ = ["AsyncTokenBucket", "BucketStatistics"]
@@ -183,7 +183,7 @@ class AsyncTokenBucket:
         self._tokens = (
             self._capacity if tokens is None else check_number("tokens", tokens, low=0.0, high=self._capacity)
         )
-        self._clock: Clock = DEFAULT_CLOCK if clock is None else clock
+        self._clock: Clock = DEFAULT_CLOCK if clock is None else check_clock("clock", clock)
         self._now = self._clock.now  # bound once: the uncontended acquire reads it on every call
         self._loop: Any = None  # the default clock's asyncio loop, read directly on the hot path ...
         self._read: Callable[[], float] = self._now  # ... with this, its time source
@@ -191,7 +191,7 @@ class AsyncTokenBucket:
         self._last = (
             self._clock.now() if self._clock is not DEFAULT_CLOCK or _in_event_loop() else math.nan
         )
-        self.name = name
+        self.name = check_str("name", name)
         # The queue may hold waiters that left (cancelled, expired, rejected) behind a live head;
         # they are dropped when they reach the front. The head, queue[0], is always live.
         self._queue: deque[_Waiter] = deque()

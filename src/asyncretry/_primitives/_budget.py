@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from .._events import GLOBAL_EVENTS, BudgetExhausted, BudgetRestored, EventBus
-from .._validate import check_int, check_number
+from .._validate import check_clock, check_int, check_number
 from ._clock import DEFAULT_CLOCK, Clock
 
 __all__ = ["BudgetStatistics", "RetryBudget", "RetryBudgetConfig"]
@@ -206,7 +206,7 @@ class RetryBudget:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {name!r}")
         self._config = config
-        self._clock = clock if clock is not None else DEFAULT_CLOCK
+        self._clock = check_clock("clock", clock) if clock is not None else DEFAULT_CLOCK
         self.name = name
         self._events = events if events is not None else GLOBAL_EVENTS
         self._ratio = config.ratio

@@ -54,6 +54,8 @@ _DURATIONS = (
     "burst",
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
+MAX_BURST = 3600.0
+"""The longest ``burst`` (seconds of the fill rate the bucket holds)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +105,7 @@ class AdaptiveLimiterConfig:
             previous one and still count as confirming it; default 0.05.
         probe_doubling_time: once recovered, the rate probes above the estimate, doubling every this
             many seconds (> 0) until a throttle; default 0.5.
-        burst: the bucket's capacity as seconds of fill rate (> 0): how many attempts may go out at
+        burst: the bucket's capacity as seconds of fill rate (> 0, <= 3600): how many attempts may go out at
             once after a pause; default 0.1.
         growth_margin: if the server lately served more than ``1 + growth_margin`` times the
             capacity measured between throttles, the capacity grew meanwhile: the served rate is used
@@ -164,9 +166,14 @@ class AdaptiveLimiterConfig:
         put(self, "outage_probe", probe)
         for field in _DURATIONS:
             put(self, field, check_seconds(field, getattr(self, field), low_open=True))
+        # The bucket holds burst seconds of the fill rate: beyond an hour the capacity could overflow.
+        put(self, "burst", check_seconds("burst", self.burst, low_open=True, high=MAX_BURST))
         window = _seconds(self.measurement_window)
-        reaction = check_seconds("reaction_time", self.reaction_time, low_open=True, high=window)
-        put(self, "reaction_time", reaction)
+        if _seconds(self.reaction_time) > window:
+            raise ValueError(
+                f"reaction_time must be <= measurement_window ({window:g} s), got reaction_time="
+                f"{self.reaction_time!r}: lower reaction_time or raise measurement_window"
+            )
         for field in _MARGINS:
             put(self, field, check_number(field, getattr(self, field), low=0.0))
 

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
-from .._validate import check_seconds
+from .._validate import check_clock, check_instance, check_seconds, check_str
 from ._bucket import AsyncTokenBucket, _in_event_loop
 from ._clock import DEFAULT_CLOCK, Clock
 from ._cubic import AdaptiveLimiterConfig, RateController, new_rate_controller
@@ -118,10 +118,12 @@ class AdaptiveRateLimiter:
         name: str = "limiter",
         events: EventBus | None = None,
     ) -> None:
-        self._config = config if config is not None else _DEFAULT_CONFIG
-        self._clock = clock if clock is not None else DEFAULT_CLOCK
-        self.name = name
-        self._events = events if events is not None else GLOBAL_EVENTS
+        self._config = (
+            _DEFAULT_CONFIG if config is None else check_instance("config", config, AdaptiveLimiterConfig)
+        )
+        self._clock = DEFAULT_CLOCK if clock is None else check_clock("clock", clock)
+        self.name = check_str("name", name)
+        self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
         self._control: RateController = new_rate_controller(self._config, self._clock.now())
         self._anchored = self._clock is not DEFAULT_CLOCK or _in_event_loop()
         # SPEC: the bucket starts empty; it fills from the start, but only matters once enabled.

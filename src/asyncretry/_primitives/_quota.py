@@ -24,7 +24,15 @@ import anyio.lowlevel
 
 from .._events import GLOBAL_EVENTS, EventBus, QuotaExhausted, QuotaRestored
 from .._exceptions import RateLimitTimeout, RetryCapacityExceeded
-from .._validate import check_choice, check_int, check_number, check_seconds
+from .._validate import (
+    check_choice,
+    check_clock,
+    check_instance,
+    check_int,
+    check_number,
+    check_seconds,
+    check_str,
+)
 from ._bucket import AsyncTokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
 from ._kinds import OutcomeKind
@@ -75,7 +83,13 @@ class RetryQuotaConfig:
     def __post_init__(self) -> None:
         capacity = check_int("max_capacity", self.max_capacity, low=1)
         for field in ("initial_try_cost", "retry_cost", "timeout_retry_cost", "throttling_retry_cost"):
-            check_int(field, getattr(self, field), low=0, high=capacity)
+            cost = getattr(self, field)
+            if type(cost) is int and cost > capacity:
+                raise ValueError(
+                    f"{field} must be an integer >= 0 and <= {capacity}, got {cost} (a retry cannot cost more "
+                    f"than max_capacity={capacity}: raise max_capacity or lower {field})"
+                )
+            check_int(field, cost, low=0, high=capacity)
         check_int("initial_try_success_increment", self.initial_try_success_increment, low=0)
         refill = check_number("refill_units_per_second", self.refill_units_per_second, low=0.0)
         object.__setattr__(self, "refill_units_per_second", refill)
@@ -182,10 +196,10 @@ class RetryQuota:
         name: str = "quota",
         events: EventBus | None = None,
     ) -> None:
-        self._config = config if config is not None else RetryQuotaConfig()
-        self._clock = clock if clock is not None else DEFAULT_CLOCK
-        self.name = name
-        self._events = events if events is not None else GLOBAL_EVENTS
+        self._config = RetryQuotaConfig() if config is None else check_instance("config", config, RetryQuotaConfig)
+        self._clock = DEFAULT_CLOCK if clock is None else check_clock("clock", clock)
+        self.name = check_str("name", name)
+        self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
         capacity = self._config.max_capacity
         self._bucket = AsyncTokenBucket(
             self._config.refill_units_per_second, capacity, tokens=capacity, clock=self._clock, name=name,
