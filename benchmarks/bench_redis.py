@@ -119,16 +119,16 @@ async def run(url: str, n: int, rounds: int) -> list[tuple[str, str]]:
         quota = RedisRetryQuota(backend, name="quota")
 
         async def pay_and_refund() -> None:
-            await quota.try_acquire_async(5)
-            await quota.release_async(5)
+            await quota.try_acquire(5)
+            await quota.release(5)
 
         quota_us = await _per_call(pay_and_refund, n, rounds)
         rows.append(("us / quota try_acquire_async + release_async", f"{quota_us:.1f}"))
         breaker = RedisCircuitBreaker(backend, CircuitBreakerConfig(), name="breaker")
 
         async def admit_and_record() -> None:
-            probe = await breaker.acquire_async()
-            await breaker.record_async(success=True, probe=probe)
+            probe = await breaker.acquire()
+            await breaker.record(success=True, probe=probe)
 
         breaker_us = await _per_call(admit_and_record, n, rounds)
         rows.append(("us / breaker acquire_async + record_async", f"{breaker_us:.1f}"))

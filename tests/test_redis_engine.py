@@ -31,6 +31,7 @@ from asyncretry.redis import (
     RedisRetryQuota,
     RedisTokenBucket,
 )
+from asyncretry.redis._transitional import old_engine_part
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
@@ -77,8 +78,12 @@ async def two_processes(
         yield retriers  # type: ignore[misc]
 
 
-def quota_of(backend: RedisBackend) -> Callable[[str], RedisRetryQuota]:
-    return lambda scope: RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name=scope)
+# transitional: the engine before the protocol takes the Redis parts through old_engine_part()
+part = old_engine_part
+
+
+def quota_of(backend: RedisBackend) -> Callable[[str], Any]:
+    return lambda scope: part(RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name=scope))
 
 
 @pytest.mark.anyio
@@ -121,8 +126,8 @@ async def test_one_processs_failures_open_the_breaker_for_the_other(redis_server
     """Failures in process 0 trip the shared breaker; process 1 is rejected without calling the backend."""
     config = CircuitBreakerConfig(consecutive_failures=3, failure_ratio=None, break_duration=30)
 
-    def breaker_of(backend: RedisBackend) -> Callable[[str], RedisCircuitBreaker]:
-        return lambda scope: RedisCircuitBreaker(backend, config, name=scope)
+    def breaker_of(backend: RedisBackend) -> Callable[[str], Any]:
+        return lambda scope: part(RedisCircuitBreaker(backend, config, name=scope))
 
     policy = RetryPolicy(max_attempts=3, backoff=NoBackoff(), quota=False)
     async with two_processes(redis_server, prefix, policy, breaker=breaker_of) as (first, second):
@@ -140,8 +145,8 @@ async def test_one_processs_failures_open_the_breaker_for_the_other(redis_server
 async def test_two_processes_share_one_rate_limit(redis_server: RedisServer, prefix: str) -> None:
     """With a shared 50/s bucket (burst 1), 20 calls split between two retriers take about 19/50 s."""
 
-    def bucket_of(backend: RedisBackend) -> Callable[[str], RedisTokenBucket]:
-        return lambda scope: RedisTokenBucket(backend, 50, 1, name=scope)
+    def bucket_of(backend: RedisBackend) -> Callable[[str], Any]:
+        return lambda scope: part(RedisTokenBucket(backend, 50, 1, name=scope))
 
     async with two_processes(redis_server, prefix, rate_limit=bucket_of) as (first, second):
         operation, calls = counting()
@@ -180,7 +185,7 @@ async def test_a_fail_closed_quota_stops_the_call_with_backend_unavailable(close
     """No Redis and a fail-closed quota: the retry cannot be paid for, and the call ends in BackendUnavailable."""
     async with RedisBackend(f"redis://127.0.0.1:{closed_port}", operation_timeout=0.2) as down:
         retrier = Retrier(
-            POLICY, quota=lambda scope: RedisRetryQuota(down, name=scope, on_unavailable="fail_closed")
+            POLICY, quota=lambda scope: part(RedisRetryQuota(down, name=scope, on_unavailable="fail_closed"))
         )
         operation, calls = counting(Unavailable("down"))
         with pytest.raises(BackendUnavailable):
@@ -201,7 +206,7 @@ async def test_a_fail_open_quota_keeps_retrying_on_a_local_budget(closed_port: i
 
 def test_the_synchronous_transport_refuses_redis_state(redis_server: RedisServer) -> None:
     """Shared state needs the async driver: the sync httpx transport says so instead of blocking on I/O."""
-    retrier = Retrier(POLICY, quota=lambda scope: RedisRetryQuota(redis_server.url, name=scope))
+    retrier = Retrier(POLICY, quota=lambda scope: part(RedisRetryQuota(redis_server.url, name=scope)))
     transport = RetryTransport(
         retrier=retrier, transport=httpx.MockTransport(lambda request: httpx.Response(200))
     )

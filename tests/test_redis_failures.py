@@ -127,16 +127,16 @@ async def test_fail_closed_applies_to_every_primitive_but_outcomes_never_fail(cl
         breaker = RedisCircuitBreaker(down, name="b", on_unavailable="fail_closed")
         limiter = RedisAdaptiveRateLimiter(down, name="l", on_unavailable="fail_closed")
         with pytest.raises(BackendUnavailable):
-            await quota.try_acquire_async(5)
+            await quota.try_acquire(5)
         with pytest.raises(BackendUnavailable):
-            await breaker.acquire_async()
+            await breaker.acquire()
         with pytest.raises(BackendUnavailable):
             await limiter.acquire()
-        await quota.release_async(5)  # kept for Redis
-        await breaker.record_async(success=False, probe=False)  # dropped
+        await quota.release(5)  # kept for Redis
+        await breaker.record(success=False, probe=False)  # dropped
         assert quota.statistics().released_total == 5
         with pytest.raises(BackendUnavailable, match="needs Redis"):
-            await breaker.isolate_async()
+            await breaker.isolate()
 
 
 @pytest.mark.anyio
@@ -145,12 +145,12 @@ async def test_fail_open_breaker_and_quota_judge_locally_meanwhile(closed_port: 
     async with backend(f"redis://127.0.0.1:{closed_port}") as down:
         quota = RedisRetryQuota(down, RetryQuotaConfig(max_capacity=10), name="q")
         breaker = RedisCircuitBreaker(down, CircuitBreakerConfig(consecutive_failures=2), name="b")
-        assert [await quota.try_acquire_async(5) for _ in range(3)] == [True, True, False]
+        assert [await quota.try_acquire(5) for _ in range(3)] == [True, True, False]
         for _ in range(2):
-            probe = await breaker.acquire_async()
-            await breaker.record_async(success=False, probe=probe)
+            probe = await breaker.acquire()
+            await breaker.record(success=False, probe=probe)
         with pytest.raises(CircuitOpenError):
-            await breaker.acquire_async()
+            await breaker.acquire()
         assert breaker.statistics().state is BreakerState.OPEN
         assert breaker.statistics().degraded
         assert quota.statistics().available == 0
@@ -173,10 +173,10 @@ async def test_killed_and_restarted_fail_open_keeps_limiting_then_resumes_shared
 
         async def one_round() -> None:
             await bucket.acquire()
-            assert await quota.try_acquire_async(5)
-            await quota.release_async(5)
-            probe = await breaker.acquire_async()
-            await breaker.record_async(success=True, probe=probe)
+            assert await quota.try_acquire(5)
+            await quota.release(5)
+            probe = await breaker.acquire()
+            await breaker.record(success=True, probe=probe)
             await limiter.acquire()
             limiter.update(False)
 
@@ -257,13 +257,13 @@ async def test_a_refund_deferred_through_an_outage_reaches_redis_afterwards(
     """Refunds reach Redis once across an outage: a timed-out one is not resent, a deferred one is sent after."""
     async with backend(own_redis_server.url, prefix) as shared:
         quota = RedisRetryQuota(shared, RetryQuotaConfig(max_capacity=10), name="q", on_unavailable="fail_closed")
-        assert await quota.try_acquire_async(10)
+        assert await quota.try_acquire(10)
         own_redis_server.freeze()
         try:
-            await quota.release_async(5)  # times out, yet the server runs it once thawed: not sent again
-            quota.release(3)  # the synchronous (cancellation) path: deferred, and nothing was sent
+            await quota.release(5)  # times out, yet the server runs it once thawed: not sent again
+            quota.release_later(3)  # the synchronous (cancellation) path: deferred, and nothing was sent
         finally:
             own_redis_server.thaw()
         await anyio.sleep(0.35)  # the next probe is due
-        assert await quota.try_acquire_async(8)
-        assert not await quota.try_acquire_async(1)
+        assert await quota.try_acquire(8)
+        assert not await quota.try_acquire(1)
