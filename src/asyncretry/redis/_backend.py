@@ -219,6 +219,9 @@ class RedisBackend:
                 "socket_timeout": self._operation_timeout,
                 "retry": Retry(NoBackoff(), 1),
             }
+            if cluster:
+                # A node that is down must stop only the slots it serves, not the client's view of the others.
+                options["require_full_coverage"] = False
             options.update(client_options)
             self._client: Client = (
                 redis.asyncio.RedisCluster.from_url(client, **options)
