@@ -214,7 +214,8 @@ class ValkeyCluster:
 
     def start(self, timeout: float = 15.0) -> None:
         for node, bus in zip(self.nodes, self.bus_ports, strict=True):
-            node.extra += ["--cluster-config-file", str(Path(node.directory) / "nodes.conf"), "--cluster-port", str(bus)]
+            config = str(Path(node.directory) / "nodes.conf")
+            node.extra += ["--cluster-config-file", config, "--cluster-port", str(bus)]
             node.start()
         for node, (low, high) in zip(self.nodes, self.SLOTS, strict=True):
             _command(node.port, "CLUSTER", "ADDSLOTSRANGE", str(low), str(high))

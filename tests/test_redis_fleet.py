@@ -23,9 +23,9 @@ DURATION = 3.0
 
 def admitted_rate(results: list[dict[str, Any]], name: str, burst: float) -> float:
     """Grants per second from the first grant to the first process's stop, the initial burst left out."""
-    grants = sorted(t for result in results for t in result["grants"][name])
+    grants: list[float] = sorted(t for result in results for t in result["grants"][name])
     first = grants[0]
-    end = min(result["stopped"] for result in results)
+    end: float = min(result["stopped"] for result in results)
     admitted = sum(1 for t in grants if t < end)
     return (admitted - burst) / (end - first)
 
