@@ -20,7 +20,9 @@ from asyncretry.redis import RedisBackend, RedisTokenBucket
 
 
 async def main(config: dict[str, Any]) -> dict[str, Any]:
-    backend = RedisBackend(config["url"], prefix=config["prefix"], cluster=config.get("cluster", False))
+    backend = RedisBackend(
+        config["url"], prefix=config["prefix"], cluster=config.get("cluster", False), operation_timeout=2.0
+    )
     async with backend:
         buckets = [
             RedisTokenBucket(backend, config["rate"], config["capacity"], name=name, lease=config.get("lease", 1))

@@ -434,8 +434,16 @@ class RedisBackend:
 
     async def aclose(self) -> None:
         """Close the client if the backend made it (from a URL, or :meth:`sentinel`); a client given is left open."""
-        if self._owned:
-            await self._client.aclose()
+        if not self._owned:
+            return
+        client = self._client
+        await client.aclose()
+        if isinstance(client, redis.asyncio.RedisCluster):
+            # aclose() leaves the connections of the startup nodes, which a topology refresh after a
+            # node failure keeps apart from the nodes in use, open (redis/redis-py#3572).
+            manager = client.nodes_manager
+            nodes = {id(node): node for node in (*manager.startup_nodes.values(), *manager.nodes_cache.values())}
+            await asyncio.gather(*(node.disconnect() for node in nodes.values()), return_exceptions=True)
 
     async def __aenter__(self) -> RedisBackend:
         return self
