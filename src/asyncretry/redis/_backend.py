@@ -179,6 +179,7 @@ class RedisBackend:
         "_recovery_delay",
         "_rng",
         "_round_trips",
+        "_sentinel",
         "_single",
         "name",
         "prefix",
@@ -242,6 +243,7 @@ class RedisBackend:
                 f"got {client!r}"
             )
         self._cluster = isinstance(self._client, redis.asyncio.RedisCluster)
+        self._sentinel: Sentinel | None = None  # the sentinels' clients, closed with the backend's
         self.prefix = prefix
         self.name = name
         self._clock = clock if clock is not None else DEFAULT_CLOCK
@@ -307,6 +309,7 @@ class RedisBackend:
             max_recovery_delay=max_recovery_delay, name=name, clock=clock, rng=rng,
         )
         backend._owned = True
+        backend._sentinel = watch
         return backend
 
     @property
@@ -438,6 +441,8 @@ class RedisBackend:
             return
         client = self._client
         await client.aclose()
+        if self._sentinel is not None:
+            await asyncio.gather(*(sentinel.aclose() for sentinel in self._sentinel.sentinels))
         if isinstance(client, redis.asyncio.RedisCluster):
             # aclose() leaves the connections of the startup nodes, which a topology refresh after a
             # node failure keeps apart from the nodes in use, open (redis/redis-py#3572).
