@@ -28,7 +28,9 @@ FAILOVER_BUDGET = 15.0
 
 
 @pytest.mark.anyio
-async def test_after_a_failover_the_primitives_reach_the_new_primary(sentinel_group: SentinelGroup, prefix: str) -> None:
+async def test_after_a_failover_the_primitives_reach_the_new_primary(
+    sentinel_group: SentinelGroup, prefix: str
+) -> None:
     """Primary killed mid-run: calls fail closed or open as chosen (never raw, never hung), then share state again."""
     async with RedisBackend.sentinel(
         sentinel_group.addresses, SERVICE, prefix=prefix, operation_timeout=0.5, recovery_delay=0.2,
