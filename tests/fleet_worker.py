@@ -4,8 +4,9 @@ Run by :func:`conftest_redis.run_fleet` with a JSON config as its argument (``ur
 ``names``, ``rate``, ``capacity``, ``duration``, ``tasks``; optional ``cluster``, ``lease``). It connects
 and warms up (one round trip per bucket, which also loads the script), prints ``ready``, waits for a
 line on stdin (the barrier), then runs ``tasks`` tasks per bucket for ``duration`` seconds and prints
-``{"grants": {name: [wall-clock times]}, "round_trips": {name: n}, "stopped": time}`` (``stopped``:
-when it stopped recording grants, on the wall clock).
+``{"grants": {name: [wall-clock times]}, "round_trips": {name: n}, "stopped": time, "cpu": seconds}``
+(``stopped``: when it stopped recording grants, on the wall clock; ``cpu``: the process's CPU time
+while it ran).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         stop = time.monotonic() + config["duration"]
         stop_at = time.time() + config["duration"]
+        cpu = time.process_time()
         grants: dict[str, list[float]] = {bucket.name: [] for bucket in buckets}
 
         async def worker(bucket: RedisTokenBucket) -> None:
@@ -44,10 +46,11 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
                 grants[bucket.name].append(time.time())  # wall clock: comparable across the processes
 
         await asyncio.gather(*(worker(bucket) for bucket in buckets for _ in range(config["tasks"])))
+        cpu = time.process_time() - cpu
         trips = {bucket.name: bucket.statistics().round_trips for bucket in buckets}
         for bucket in buckets:
             await bucket.aclose()  # unused leased tokens go back
-    return {"grants": grants, "round_trips": trips, "stopped": stop_at}
+    return {"grants": grants, "round_trips": trips, "stopped": stop_at, "cpu": cpu}
 
 
 if __name__ == "__main__":

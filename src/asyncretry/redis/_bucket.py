@@ -32,6 +32,8 @@ __all__ = ["RedisBucketStatistics", "RedisTokenBucket"]
 
 _PEEK, _TRY, _RESERVE = 0, 1, 2
 
+_STALE = 0.25  # seconds after which an unused leased token goes back (at least; see _next_slot)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RedisBucketStatistics(BucketStatistics):
@@ -72,7 +74,7 @@ class RedisTokenBucket(_Linked):
     Args:
         redis: a :class:`RedisBackend` (shares its connection, prefix and health with other primitives),
             a ``redis.asyncio.Redis`` / ``RedisCluster`` client, or a URL.
-        rate: tokens per second for the whole fleet (> 0 and <= 1e9: a shared bucket must refill by itself).
+        rate: tokens per second for the whole fleet (> 0 and <= 1e15: a shared bucket must refill by itself).
         capacity: the most tokens the bucket holds (the fleet's burst), > 0 and <= 1e15.
         name: names the shared bucket (the Redis key ``{prefix}bucket:{name}``), its errors and statistics.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) serves calls from a
@@ -111,7 +113,7 @@ class RedisTokenBucket(_Linked):
         clock: Clock | None = None,
         events: EventBus | None = None,
     ) -> None:
-        rate = number("rate", rate, high=1e9)
+        rate = number("rate", rate)
         capacity = number("capacity", capacity)
         self._lease = check_int("lease", lease, low=1, high=max(1, math.floor(capacity)))
         self._clock = clock if clock is not None else DEFAULT_CLOCK
@@ -143,7 +145,7 @@ class RedisTokenBucket(_Linked):
 
     @rate.setter
     def rate(self, value: float) -> None:
-        self._local.rate = number("rate", value, high=1e9)
+        self._local.rate = number("rate", value)
 
     @property
     def capacity(self) -> float:
@@ -330,12 +332,17 @@ class RedisTokenBucket(_Linked):
         return check_number("n", n, low=0.0, low_open=True, high=self.capacity)
 
     def _next_slot(self) -> float | None:
-        """When the earliest leased token is due (local clock), after dropping stale ones; None if none."""
+        """When the earliest leased token is due (local clock); None if none.
+
+        A token left unused well past its time (a quarter second, or the time a full bucket takes to
+        refill if longer) goes back to the shared bucket with the next round trip instead of making a
+        late burst.
+        """
         slots = self._slots
-        # A token unused this long after it was due is stale: the shared bucket would have refilled anyway.
-        stale = self._clock.now() - self.capacity / self.rate
+        stale = self._clock.now() - max(_STALE, self.capacity / self.rate)
         while slots and slots[0] < stale:
             slots.pop(0)
+            self._pending += 1
         return slots[0] if slots else None
 
     def _granted_now(self, n: float) -> bool:
