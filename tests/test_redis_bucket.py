@@ -228,6 +228,81 @@ async def test_a_synchronous_release_travels_with_the_next_round_trip(
         assert not await bucket.try_acquire(1)
 
 
+# -- leased batches (lease=k)
+
+
+@pytest.mark.anyio
+async def test_a_leased_batch_serves_k_calls_with_one_round_trip_at_the_rate(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """lease=5 at 100/s: 5 calls cost one script; the next batch is reserved in the fleet's queue and paced."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        counter = CommandCounter(backend)
+        bucket = RedisTokenBucket(backend, 100, 5, name="leased", lease=5)
+        for _ in range(5):
+            await bucket.acquire()  # the burst: one script leased all five
+        assert bucket.statistics().round_trips == 1
+        started = time.monotonic()
+        times = []
+        for _ in range(5):
+            await bucket.acquire()
+            times.append(time.monotonic() - started)
+        assert bucket.statistics().round_trips == 2
+        assert len([c for c in counter.commands if c.startswith("EVAL")]) == 2 + counter.commands.count("EVAL")
+        # the second batch's tokens come one every 10 ms, the first of them after 10 ms (never sooner)
+        assert 0.009 <= times[0] <= 0.1
+        assert 0.049 <= times[-1] <= 0.2
+        assert all(later - earlier >= 0.009 for earlier, later in zip(times, times[1:], strict=False))
+        assert bucket.statistics().grants == 10
+
+
+@pytest.mark.anyio
+async def test_unused_leased_tokens_go_back_on_aclose(redis_server: RedisServer, prefix: str) -> None:
+    """A process that leased 10 tokens and used 1 gives 9 back when it closes the bucket: nothing leased is lost."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        async with RedisTokenBucket(backend, 0.001, 10, name="giveback", lease=10) as bucket:
+            await bucket.acquire()
+            assert stored(redis_server, bucket.key)["tokens"] == pytest.approx(0, abs=0.01)
+            assert bucket.statistics().leased == 9
+        assert stored(redis_server, bucket.key)["tokens"] == pytest.approx(9, abs=0.01)
+        assert bucket.statistics().leased == 0
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_call_on_a_leased_token_hands_it_to_the_next_call(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Cancelled while sleeping on a leased token: the token stays with this process for its next call."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 20, 2, name="cancel-lease", lease=2)
+        await bucket.acquire(2)  # empty now
+        await bucket.acquire()  # leases 2: this call's token at 50 ms, the spare at 100 ms
+        assert bucket.statistics().leased == 1
+        with anyio.move_on_after(0.01):
+            await bucket.acquire()  # sleeps on the spare, cancelled
+        assert bucket.statistics().leased == 1
+        trips = bucket.statistics().round_trips
+        await bucket.acquire()
+        assert bucket.statistics().round_trips == trips  # served from the batch
+        assert bucket.statistics().cancelled == 1
+
+
+@pytest.mark.anyio
+async def test_a_timeout_shorter_than_the_next_leased_token_fails_at_once(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """The fleet's queue is behind this process's batch: a call that cannot wait for it fails without a round trip."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 10, 3, name="lease-timeout", lease=3)
+        await bucket.acquire(3)
+        await bucket.acquire()  # leases 3 tokens due at 0.1, 0.2 and 0.3 s
+        trips = bucket.statistics().round_trips
+        with pytest.raises(RateLimitTimeout):
+            await bucket.acquire(timeout=0.05)
+        assert bucket.statistics().round_trips == trips
+        assert bucket.statistics().leased == 2
+
+
 # -- configuration and introspection
 
 
