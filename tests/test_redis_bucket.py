@@ -250,9 +250,8 @@ async def test_a_leased_batch_serves_k_calls_with_one_round_trip_at_the_rate(
         assert bucket.statistics().round_trips == 2
         assert len([c for c in counter.commands if c.startswith("EVAL")]) == 2 + counter.commands.count("EVAL")
         # the second batch's tokens come one every 10 ms, the first of them after 10 ms (never sooner)
-        assert 0.009 <= times[0] <= 0.1
-        assert 0.049 <= times[-1] <= 0.2
-        assert all(later - earlier >= 0.009 for earlier, later in zip(times, times[1:], strict=False))
+        assert all(took >= 0.01 * (i + 1) - 0.001 for i, took in enumerate(times))
+        assert times[-1] <= 0.2
         assert bucket.statistics().grants == 10
 
 
