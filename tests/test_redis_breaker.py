@@ -181,6 +181,8 @@ async def test_the_breaker_is_a_remote_breaker_and_statistics_answer_from_the_la
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         breaker = RedisCircuitBreaker(backend, QUICK, name="sync")
         assert isinstance(breaker, RemoteBreaker)
+        typed: RemoteBreaker = breaker  # and mypy checks the signatures
+        assert typed is breaker
         anything: object = breaker
         assert not isinstance(anything, CircuitBreaker)
         assert not hasattr(breaker, "record_success")

@@ -207,6 +207,8 @@ async def test_the_bucket_is_a_remote_bucket_built_around_a_local_one(redis_serv
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         bucket = RedisTokenBucket(backend, 1, 1, name="protocol")
         assert isinstance(bucket, RemoteBucket)
+        typed: RemoteBucket = bucket  # and mypy checks the signatures
+        assert typed is bucket
         anything: object = bucket
         assert not isinstance(anything, AsyncTokenBucket)
         assert await bucket.try_acquire()

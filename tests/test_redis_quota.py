@@ -180,6 +180,8 @@ async def test_the_quota_is_a_remote_quota_built_around_a_local_one(redis_server
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         quota = RedisRetryQuota(backend, name="protocol")
         assert isinstance(quota, RemoteQuota)
+        typed: RemoteQuota = quota  # and mypy checks the signatures
+        assert typed is quota
         anything: object = quota
         assert not isinstance(anything, RetryQuota)
         assert quota.cost_of(OutcomeKind.THROTTLING) == quota.config.throttling_retry_cost
