@@ -133,7 +133,7 @@ async def run(url: str, n: int, rounds: int) -> list[tuple[str, str]]:
             await quota.release(5)
 
         quota_us = await _per_call(pay_and_refund, n, rounds)
-        rows.append(("us / quota try_acquire_async + release_async", f"{quota_us:.1f}"))
+        rows.append(("us / quota try_acquire + release", f"{quota_us:.1f}"))
         breaker = RedisCircuitBreaker(backend, CircuitBreakerConfig(), name="breaker")
 
         async def admit_and_record() -> None:
@@ -141,7 +141,7 @@ async def run(url: str, n: int, rounds: int) -> list[tuple[str, str]]:
             await breaker.record(success=True, probe=probe)
 
         breaker_us = await _per_call(admit_and_record, n, rounds)
-        rows.append(("us / breaker acquire_async + record_async", f"{breaker_us:.1f}"))
+        rows.append(("us / breaker acquire + record", f"{breaker_us:.1f}"))
         limiter = RedisAdaptiveRateLimiter(
             backend, AdaptiveLimiterConfig(profile="aws", min_fill_rate=HUGE, min_capacity=HUGE), name="limiter"
         )
