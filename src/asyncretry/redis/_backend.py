@@ -206,6 +206,7 @@ class RedisBackend:
             raise TypeError(f"name must be a str, got {name!r} ({type(name).__name__})")
         if not isinstance(cluster, bool):
             raise TypeError(f"cluster must be a bool, got {cluster!r} ({type(cluster).__name__})")
+        check_parts(clock, rng=rng)
         self._operation_timeout = seconds("operation_timeout", operation_timeout, high=_MAX_TIMEOUT)
         connect = seconds("connect_timeout", connect_timeout, high=_MAX_TIMEOUT)
         self._recovery_delay = seconds("recovery_delay", recovery_delay, high=_MAX_DELAY)
@@ -499,6 +500,20 @@ def ttl_ms(value: object) -> int:
     return math.ceil(seconds("key_ttl", value, high=_MAX_TTL) * 1000)
 
 
+def check_parts(clock: object, events: object = None, rng: object = None) -> None:
+    """Refuse a clock without ``now``/``sleep``, an event bus that is not one, or an ``rng`` that cannot be called.
+
+    Raises:
+        TypeError: naming the parameter and what it got.
+    """
+    if clock is not None and not (callable(getattr(clock, "now", None)) and callable(getattr(clock, "sleep", None))):
+        raise TypeError(f"clock must have now() and async sleep(seconds), got {clock!r}")
+    if events is not None and not isinstance(events, EventBus):
+        raise TypeError(f"events must be an asyncretry.EventBus, got {events!r}")
+    if rng is not None and not callable(rng):
+        raise TypeError(f"rng must be a callable returning floats in [0, 1), got {rng!r}")
+
+
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
@@ -554,8 +569,11 @@ class _Link:
         fallback: str,
     ) -> None:
         check_choice("on_unavailable", on_unavailable, _CHOICES)
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty str (it names the Redis key), got {name!r}")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str (it names the Redis key), got {name!r} ({type(name).__name__})")
+        if not name:
+            raise ValueError("name must be a non-empty str (it names the Redis key), got ''")
+        check_parts(clock, events)
         self.backend = as_backend(redis_)
         self.key = self.backend.key(kind, name)
         self.kind = kind
