@@ -189,17 +189,8 @@ class RedisTokenBucket(_Linked):
         if timeout is not None:
             timeout = check_seconds("timeout", timeout, allow_inf=True)
         n = self._check_n(n)
-        if n == 1 and self._slots:
-            due = self._next_slot()
-            if due is not None:
-                wait = due - self._clock.now()
-                if timeout is not None and wait > timeout:
-                    # No round trip would be sooner: the fleet's queue is behind this process's batch.
-                    self._timeouts += 1
-                    raise RateLimitTimeout(name=self.name, wait=wait, timeout=timeout)
-                self._slots.pop(0)
-                await self._sleep(wait, 1, leased=due)
-                return
+        if n == 1 and self._slots and await self._acquire_leased(timeout):
+            return
         extra = self._lease - 1 if n == 1 and len(self._slots) < self._lease else 0
         rate = self.rate
         max_wait = None if timeout is None else timeout + extra / rate
@@ -215,7 +206,7 @@ class RedisTokenBucket(_Linked):
         now = self._clock.now()
         for i in range(1, extra + 1):
             bisect.insort(self._slots, now + max(0.0, wait - (extra - i) / rate))
-        await self._sleep(max(0.0, wait - extra / rate), n, leased=None)
+        await self._sleep(max(0.0, wait - extra / rate), n)
 
     async def try_acquire(self, n: float = 1) -> bool:
         """Take ``n`` tokens if the shared bucket holds them now (nobody reserved ahead); never waits.
@@ -228,13 +219,13 @@ class RedisTokenBucket(_Linked):
             due = self._next_slot()
             if due is not None and due <= self._clock.now():
                 self._slots.pop(0)
-                return self._granted_now(1)
+                self._count_grant(1)
+                return True
         reply = await self._run(n, _TRY, None)
         if reply is None:
             return self._local.try_acquire(n)
         if reply[0]:
-            self._acquired += n
-            self._grants += 1
+            self._count_grant(n)
             return True
         return False
 
@@ -345,13 +336,31 @@ class RedisTokenBucket(_Linked):
             self._pending += 1
         return slots[0] if slots else None
 
-    def _granted_now(self, n: float) -> bool:
-        self._acquired += n
-        self._grants += 1
+    async def _acquire_leased(self, timeout: float | None) -> bool:
+        """Take the earliest leased token and sleep until it is due; False if the batch is used up.
+
+        Raises:
+            RateLimitTimeout: it is due later than ``timeout`` (no round trip would be sooner: the
+                fleet's queue is behind this process's batch).
+        """
+        due = self._next_slot()
+        if due is None:
+            return False
+        wait = due - self._clock.now()
+        if timeout is not None and wait > timeout:
+            self._timeouts += 1
+            raise RateLimitTimeout(name=self.name, wait=wait, timeout=timeout)
+        self._slots.pop(0)
+        await self._sleep(wait, 1, slot=due)
         return True
 
-    async def _sleep(self, wait: float, n: float, *, leased: float | None) -> None:
-        """Sleep until a reserved (or leased) token is due; a cancelled sleep gives the tokens back."""
+    def _count_grant(self, n: float) -> None:
+        self._acquired += n
+        self._grants += 1
+
+    async def _sleep(self, wait: float, n: float, *, slot: float | None = None) -> None:
+        """Sleep until reserved tokens (or the leased token due at ``slot``) are due; a cancelled sleep
+        gives them back (to the shared bucket with the next round trip, or to this process's batch)."""
         if wait > 0.0:
             self._waits += 1
             self._reserved += 1
@@ -364,11 +373,11 @@ class RedisTokenBucket(_Linked):
                 if not slept:
                     # Cancelled: the work will not happen, so the tokens go back.
                     self._cancelled += 1
-                    if leased is not None:
-                        bisect.insort(self._slots, leased)
+                    if slot is not None:
+                        bisect.insort(self._slots, slot)
                     else:
                         self._pending += n
-        self._granted_now(n)
+        self._count_grant(n)
 
     def _estimate(self) -> float:
         seen = self._remote_at
