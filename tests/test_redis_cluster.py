@@ -168,3 +168,31 @@ async def test_a_single_node_client_on_a_cluster_fails_loudly(valkey_cluster: Va
             with pytest.raises(ConfigurationError, match="cluster=True"):
                 await bucket.acquire()
         assert backend.up  # a setting to fix, not an outage
+
+
+@pytest.mark.anyio
+async def test_a_slot_moved_mid_run_is_followed_without_an_error(
+    own_valkey_cluster: ValkeyCluster, prefix: str
+) -> None:
+    """A bucket's slot migrates from node 0 to node 1 (ASK while it moves, MOVED after): every call is served."""
+    nodes = own_valkey_cluster.nodes
+    async with RedisBackend(own_valkey_cluster.url, cluster=True, prefix=prefix, operation_timeout=SLOW) as backend:
+        bucket = RedisTokenBucket(backend, 0.001, 10, name=spread(own_valkey_cluster, prefix, "bucket")[0])
+        slot = key_slot(bucket.key.encode())
+        assert await bucket.try_acquire()
+        source, target = (redis.Redis(port=node.port, decode_responses=True) for node in nodes[:2])
+        with source, target:
+            source_id, target_id = source.execute_command("CLUSTER", "MYID"), target.execute_command("CLUSTER", "MYID")
+            target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            assert await bucket.try_acquire()  # the key is still on the source
+            source.execute_command("MIGRATE", "127.0.0.1", nodes[1].port, "", 0, 5000, "KEYS", bucket.key)
+            assert await bucket.try_acquire()  # ASK: the key is on the target, the slot not yet
+            for node in nodes:
+                with redis.Redis(port=node.port) as client:
+                    client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+            assert await bucket.try_acquire()  # MOVED: the slot is the target's now
+            assert int(target.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)) == 1
+        assert (await bucket.refresh()).available == pytest.approx(6, abs=0.01)  # one state, carried over
+        assert not bucket.statistics().degraded
+        assert backend.up

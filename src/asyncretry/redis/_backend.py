@@ -63,7 +63,9 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
-def _misconfigured(error: BaseException) -> bool:
+def _misconfigured(error: BaseException, *, cluster: bool) -> bool:
+    if cluster and isinstance(error, redis.exceptions.AskError):
+        return False  # a redirection a cluster client could not follow (a slot in flux): an outage
     if isinstance(error, _MISCONFIGURED):
         return True
     return isinstance(error, redis.exceptions.ResponseError) and str(error).startswith(_MISCONFIGURED_REPLIES)
@@ -362,7 +364,7 @@ class RedisBackend:
             async with asyncio.timeout(self._operation_timeout):
                 reply = await self._eval(script, key, args)
         except _UNAVAILABLE as error:
-            if _misconfigured(error):
+            if _misconfigured(error, cluster=self._cluster):
                 raise ConfigurationError(
                     f"Redis backend {self.name!r} refused the operation on {key!r}: {_describe(error)}; "
                     "check the URL, credentials and ACL (EVALSHA/EVAL need +@scripting), and pass a cluster "
