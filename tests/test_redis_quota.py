@@ -54,7 +54,7 @@ async def test_a_total_outage_gets_100_retries_in_the_whole_fleet(redis_server: 
 
 @pytest.mark.anyio
 async def test_successes_refund_up_to_the_capacity(redis_server: RedisServer, prefix: str) -> None:
-    """release_async adds tokens back, never beyond max_capacity."""
+    """release() adds tokens back, never beyond max_capacity."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=20), name="api")
         assert await quota.try_acquire(10)

@@ -215,8 +215,6 @@ class RedisCircuitBreaker(_Linked):
     # transitional: the engine before the protocol
     acquire_async = acquire
     record_async = record
-    isolate_async = isolate
-    reset_async = reset
 
     def statistics(self) -> RedisBreakerStatistics:
         """Return the fleet breaker as of the last round trip (the local fallback's while degraded)."""

@@ -312,11 +312,6 @@ class RedisTokenBucket(_Linked):
             f"on_unavailable={self._link.on_unavailable!r}>"
         )
 
-    # transitional: the engine before the protocol
-    try_acquire_async = try_acquire
-    release_async = release
-    time_until_available_async = time_until_available
-
     # -- internals
 
     def _check_n(self, n: float) -> float:
