@@ -188,7 +188,7 @@ def anyio_backend() -> str:
 # -- a Redis Cluster of three nodes, formed by hand (CLUSTER ADDSLOTSRANGE, CLUSTER MEET): no extra tools
 
 
-def _command(port: int, *args: str) -> Any:
+def command(port: int, *args: str) -> Any:
     """Run one command on a server on 127.0.0.1 and return redis-py's reply (decoded)."""
     with redis.Redis(port=port, socket_timeout=2.0, decode_responses=True) as client:
         return client.execute_command(*args)
@@ -218,9 +218,9 @@ class ValkeyCluster:
             node.extra += ["--cluster-config-file", config, "--cluster-port", str(bus)]
             node.start()
         for node, (low, high) in zip(self.nodes, self.SLOTS, strict=True):
-            _command(node.port, "CLUSTER", "ADDSLOTSRANGE", str(low), str(high))
+            command(node.port, "CLUSTER", "ADDSLOTSRANGE", str(low), str(high))
         for node, bus in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
-            _command(self.nodes[0].port, "CLUSTER", "MEET", "127.0.0.1", str(node.port), str(bus))
+            command(self.nodes[0].port, "CLUSTER", "MEET", "127.0.0.1", str(node.port), str(bus))
         deadline = time.monotonic() + timeout
         while not all(self._ready(node.port) for node in self.nodes):
             if time.monotonic() > deadline:
@@ -230,7 +230,7 @@ class ValkeyCluster:
 
     @staticmethod
     def _ready(port: int) -> bool:
-        info = str(_command(port, "CLUSTER", "INFO"))
+        info = str(command(port, "CLUSTER", "INFO"))
         return "cluster_state:ok" in info and "cluster_known_nodes:3" in info
 
     def node_of_slot(self, slot: int) -> RedisServer:
@@ -300,7 +300,7 @@ class SentinelGroup:
         deadline = time.monotonic() + timeout
         # ready: the replica is in sync, and every sentinel knows the replica and the other two sentinels
         while not (
-            _command(self.replica.port, "INFO", "replication").get("master_link_status") == "up"
+            command(self.replica.port, "INFO", "replication").get("master_link_status") == "up"
             and all(self._sentinel_ready(sentinel.port) for sentinel in self.sentinels)
         ):
             if time.monotonic() > deadline:
@@ -310,7 +310,7 @@ class SentinelGroup:
 
     @staticmethod
     def _sentinel_ready(port: int) -> bool:
-        info = _command(port, "INFO", "sentinel").get("master0", {})
+        info = command(port, "INFO", "sentinel").get("master0", {})
         return bool(info.get("slaves") == 1 and info.get("sentinels") == 3)
 
     def close(self) -> None:

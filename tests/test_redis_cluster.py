@@ -33,7 +33,7 @@ from asyncretry.redis import (
     RedisRetryQuota,
     RedisTokenBucket,
 )
-from conftest_redis import ValkeyCluster, run_fleet
+from conftest_redis import ValkeyCluster, command, run_fleet
 from conftest_redis import anyio_backend as anyio_backend
 from conftest_redis import own_valkey_cluster as own_valkey_cluster
 from conftest_redis import valkey_cluster as valkey_cluster
@@ -180,19 +180,17 @@ async def test_a_slot_moved_mid_run_is_followed_without_an_error(
         bucket = RedisTokenBucket(backend, 0.001, 10, name=spread(own_valkey_cluster, prefix, "bucket")[0])
         slot = key_slot(bucket.key.encode())
         assert await bucket.try_acquire()
-        source, target = (redis.Redis(port=node.port, decode_responses=True) for node in nodes[:2])
-        with source, target:
-            source_id, target_id = source.execute_command("CLUSTER", "MYID"), target.execute_command("CLUSTER", "MYID")
-            target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-            source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
-            assert await bucket.try_acquire()  # the key is still on the source
-            source.execute_command("MIGRATE", "127.0.0.1", nodes[1].port, "", 0, 5000, "KEYS", bucket.key)
-            assert await bucket.try_acquire()  # ASK: the key is on the target, the slot not yet
-            for node in nodes:
-                with redis.Redis(port=node.port) as client:
-                    client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
-            assert await bucket.try_acquire()  # MOVED: the slot is the target's now
-            assert int(target.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)) == 1
+        source, target = nodes[0].port, nodes[1].port
+        source_id, target_id = command(source, "CLUSTER", "MYID"), command(target, "CLUSTER", "MYID")
+        command(target, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", source_id)
+        command(source, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", target_id)
+        assert await bucket.try_acquire()  # the key is still on the source
+        command(source, "MIGRATE", "127.0.0.1", str(target), "", "0", "5000", "KEYS", bucket.key)
+        assert await bucket.try_acquire()  # ASK: the key is on the target, the slot not yet
+        for node in nodes:
+            command(node.port, "CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
+        assert await bucket.try_acquire()  # MOVED: the slot is the target's now
+        assert int(command(target, "CLUSTER", "COUNTKEYSINSLOT", str(slot))) == 1
         assert (await bucket.refresh()).available == pytest.approx(6, abs=0.01)  # one state, carried over
         assert not bucket.statistics().degraded
         assert backend.up
