@@ -213,6 +213,13 @@ class ValkeyCluster:
         return self.nodes[0].url
 
     def start(self, timeout: float = 15.0) -> None:
+        try:
+            self._form(timeout)
+        except BaseException:
+            self.close()  # no node outlives a cluster that failed to form
+            raise
+
+    def _form(self, timeout: float) -> None:
         for node, bus in zip(self.nodes, self.bus_ports, strict=True):
             config = str(Path(node.directory) / "nodes.conf")
             node.extra += ["--cluster-config-file", config, "--cluster-port", str(bus)]
@@ -224,7 +231,6 @@ class ValkeyCluster:
         deadline = time.monotonic() + timeout
         while not all(self._ready(node.port) for node in self.nodes):
             if time.monotonic() > deadline:
-                self.close()
                 raise RuntimeError(f"the cluster did not form within {timeout} s")
             time.sleep(0.05)
 
@@ -293,6 +299,13 @@ class SentinelGroup:
         return [("127.0.0.1", sentinel.port) for sentinel in self.sentinels]
 
     def start(self, timeout: float = 15.0) -> None:
+        try:
+            self._settle(timeout)
+        except BaseException:
+            self.close()  # no server outlives a group that failed to start
+            raise
+
+    def _settle(self, timeout: float) -> None:
         self.primary.start()
         self.replica.start()
         for sentinel in self.sentinels:
@@ -304,7 +317,6 @@ class SentinelGroup:
             and all(self._sentinel_ready(sentinel.port) for sentinel in self.sentinels)
         ):
             if time.monotonic() > deadline:
-                self.close()
                 raise RuntimeError(f"the sentinels did not settle within {timeout} s")
             time.sleep(0.05)
 
