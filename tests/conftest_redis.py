@@ -11,18 +11,22 @@ they are never skipped.
 
 from __future__ import annotations
 
+import json
 import platform
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 
 
 def server_binary() -> str | None:
@@ -54,7 +58,8 @@ def _ping(port: int, timeout: float = 0.2) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
             sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+            # -NOAUTH: a server with a password answers too (it is up)
+            return sock.recv(16).startswith((b"+PONG", b"-NOAUTH"))
     except OSError:
         return False
 
@@ -62,11 +67,13 @@ def _ping(port: int, timeout: float = 0.2) -> bool:
 class RedisServer:
     """A throwaway server process on a fixed port, which tests may kill, freeze and restart."""
 
-    def __init__(self, binary: str, port: int | None = None) -> None:
+    def __init__(self, binary: str, port: int | None = None, extra: Sequence[str] = (), sentinel: str = "") -> None:
         self.binary = binary
         self.port = port if port is not None else free_port()
         self.directory = tempfile.mkdtemp(prefix="asyncretry-redis-")
         self.process: subprocess.Popen[bytes] | None = None
+        self.extra = list(extra)  # more server options (--requirepass, --cluster-enabled ...)
+        self.sentinel = sentinel  # a sentinel's configuration: the process runs in sentinel mode
 
     @property
     def url(self) -> str:
@@ -74,10 +81,15 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> None:
         """Start the server and wait until it answers PING."""
+        head = [self.binary]
+        if self.sentinel:
+            config = Path(self.directory) / "sentinel.conf"  # a sentinel rewrites its file: one per process
+            config.write_text(self.sentinel)
+            head = [self.binary, str(config), "--sentinel"]
         self.process = subprocess.Popen(
             [
-                self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", self.directory, "--daemonize", "no", "--loglevel", "warning",
+                *head, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", self.directory, "--daemonize", "no", "--loglevel", "warning", *self.extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -171,3 +183,200 @@ def closed_port() -> int:
 def anyio_backend() -> str:
     """Redis tests run on asyncio only (redis-py's asyncio client), on the real clock."""
     return "asyncio"
+
+
+# -- a Redis Cluster of three nodes, formed by hand (CLUSTER ADDSLOTSRANGE, CLUSTER MEET): no extra tools
+
+
+def command(port: int, *args: str) -> Any:
+    """Run one command on a server on 127.0.0.1 and return redis-py's reply (decoded)."""
+    with redis.Redis(port=port, socket_timeout=2.0, decode_responses=True) as client:
+        return client.execute_command(*args)
+
+
+class ValkeyCluster:
+    """Three master nodes with a third of the slots each; a killed node's slots go unserved, the rest work."""
+
+    SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
+
+    def __init__(self, binary: str) -> None:
+        options = [
+            "--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+            "--cluster-require-full-coverage", "no",  # a dead node stops only its own slots
+        ]
+        self.nodes = [RedisServer(binary, extra=options) for _ in self.SLOTS]
+        # the bus port would default to port + 10000, which may be out of range or taken
+        self.bus_ports = [free_port() for _ in self.nodes]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self, timeout: float = 15.0) -> None:
+        try:
+            self._form(timeout)
+        except BaseException:
+            self.close()  # no node outlives a cluster that failed to form
+            raise
+
+    def _form(self, timeout: float) -> None:
+        for node, bus in zip(self.nodes, self.bus_ports, strict=True):
+            config = str(Path(node.directory) / "nodes.conf")
+            node.extra += ["--cluster-config-file", config, "--cluster-port", str(bus)]
+            node.start()
+        for node, (low, high) in zip(self.nodes, self.SLOTS, strict=True):
+            command(node.port, "CLUSTER", "ADDSLOTSRANGE", str(low), str(high))
+        for node, bus in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
+            command(self.nodes[0].port, "CLUSTER", "MEET", "127.0.0.1", str(node.port), str(bus))
+        deadline = time.monotonic() + timeout
+        while not all(self._ready(node.port) for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster did not form within {timeout} s")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _ready(port: int) -> bool:
+        info = str(command(port, "CLUSTER", "INFO"))
+        return "cluster_state:ok" in info and "cluster_known_nodes:3" in info
+
+    def node_of_slot(self, slot: int) -> RedisServer:
+        for node, (low, high) in zip(self.nodes, self.SLOTS, strict=True):
+            if low <= slot <= high:
+                return node
+        raise ValueError(slot)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster() -> Iterator[ValkeyCluster]:
+    """One three-node cluster for the session (tests keep apart by key prefix and never kill its nodes)."""
+    cluster = ValkeyCluster(_require_binary())
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def own_valkey_cluster() -> Iterator[ValkeyCluster]:
+    """A cluster of the test's own, whose nodes it may kill."""
+    cluster = ValkeyCluster(_require_binary())
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+# -- Sentinel: one primary, one replica, three sentinels, all from the same binary
+
+SERVICE = "asyncretry"
+DOWN_AFTER_MS = 500
+FAILOVER_TIMEOUT_MS = 3000
+
+
+class SentinelGroup:
+    """A primary, its replica and three sentinels that fail over to the replica when the primary dies."""
+
+    def __init__(self, binary: str) -> None:
+        self.primary = RedisServer(binary)
+        self.replica = RedisServer(binary)
+        self.replica.extra = ["--replicaof", "127.0.0.1", str(self.primary.port)]
+        config = (
+            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+            f"sentinel parallel-syncs {SERVICE} 1\n"
+        )
+        self.sentinels = [RedisServer(binary, sentinel=config) for _ in range(3)]
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", sentinel.port) for sentinel in self.sentinels]
+
+    def start(self, timeout: float = 15.0) -> None:
+        try:
+            self._settle(timeout)
+        except BaseException:
+            self.close()  # no server outlives a group that failed to start
+            raise
+
+    def _settle(self, timeout: float) -> None:
+        self.primary.start()
+        self.replica.start()
+        for sentinel in self.sentinels:
+            sentinel.start()
+        deadline = time.monotonic() + timeout
+        # ready: the replica is in sync, and every sentinel knows the replica and the other two sentinels
+        while not (
+            command(self.replica.port, "INFO", "replication").get("master_link_status") == "up"
+            and all(self._sentinel_ready(sentinel.port) for sentinel in self.sentinels)
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the sentinels did not settle within {timeout} s")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _sentinel_ready(port: int) -> bool:
+        info = command(port, "INFO", "sentinel").get("master0", {})
+        return bool(info.get("slaves") == 1 and info.get("sentinels") == 3)
+
+    def close(self) -> None:
+        for server in (*self.sentinels, self.replica, self.primary):
+            server.close()
+
+
+@pytest.fixture
+def sentinel_group() -> Iterator[SentinelGroup]:
+    """A Sentinel-managed primary with one replica (each test kills its primary, so one per test)."""
+    group = SentinelGroup(_require_binary())
+    group.start()
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+# -- fleets of processes that start together on a barrier
+
+
+def run_fleet(worker: Path, configs: Sequence[dict[str, object]], timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Run one worker process per config; release them together once all are ready; return their results.
+
+    The barrier: each worker prints ``ready`` once it is connected and warmed up, then waits for a line
+    on its stdin; the parent writes ``go`` to all of them only when every one said ``ready``. No worker
+    starts on a wall-clock guess, however slowly the interpreters start on a loaded machine.
+    """
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(worker), json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for config in configs
+    ]
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if line.strip() != "ready":
+                _, err = process.communicate(timeout=timeout)
+                raise AssertionError(f"a worker did not get ready: {line!r} {err}")
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        results = []
+        for process in processes:
+            out, err = process.communicate(timeout=timeout)
+            assert process.returncode == 0, err
+            results.append(json.loads(out))
+        return results
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()

@@ -20,6 +20,7 @@ from asyncretry import (
     Event,
     EventBus,
 )
+from asyncretry._primitives._shared import RemoteBreaker
 from asyncretry.redis import RedisBackend, RedisCircuitBreaker
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
@@ -43,8 +44,8 @@ async def two_processes(
 
 async def fail(breaker: RedisCircuitBreaker, times: int = 1) -> None:
     for _ in range(times):
-        probe = await breaker.acquire_async()
-        await breaker.record_async(success=False, probe=probe)
+        probe = await breaker.acquire()
+        await breaker.record(success=False, probe=probe)
 
 
 @pytest.mark.anyio
@@ -54,7 +55,7 @@ async def test_failures_in_two_processes_trip_one_circuit(redis_server: RedisSer
         await fail(a, 2)
         await fail(b, 2)
         with pytest.raises(CircuitOpenError, match="open") as caught:
-            await a.acquire_async()
+            await a.acquire()
         assert 0 < caught.value.retry_after <= 0.1
         assert b.statistics().state is BreakerState.OPEN
         assert a.statistics().rejected == 1
@@ -66,7 +67,7 @@ async def test_the_failure_ratio_counts_the_whole_fleet(redis_server: RedisServe
     config = CircuitBreakerConfig(failure_ratio=0.5, minimum_throughput=4, sampling_duration=10)
     async with two_processes(redis_server, prefix, config) as (a, b):
         for _ in range(2):
-            await a.record_async(success=True, probe=await a.acquire_async())
+            await a.record(success=True, probe=await a.acquire())
         await fail(b)
         assert b.statistics().state is BreakerState.CLOSED
         await fail(b)
@@ -82,11 +83,11 @@ async def test_half_open_admits_one_probe_in_the_whole_fleet(redis_server: Redis
         await fail(a, 4)
         await anyio.sleep(0.12)
         assert a.state is BreakerState.HALF_OPEN  # extrapolated from the last round trip, without one
-        assert await a.acquire_async() is True
+        assert await a.acquire() is True
         with pytest.raises(CircuitOpenError, match="half-open"):
-            await b.acquire_async()
-        await a.record_async(success=True, probe=True)
-        assert await b.acquire_async() is False
+            await b.acquire()
+        await a.record(success=True, probe=True)
+        assert await b.acquire() is False
         assert b.statistics().state is BreakerState.CLOSED
 
 
@@ -101,7 +102,7 @@ async def test_a_failed_probe_reopens_with_a_longer_break(redis_server: RedisSer
         await fail(b)  # the probe
         stats = a.statistics()  # a's view is stale: it has not made a round trip since
         with pytest.raises(CircuitOpenError) as caught:
-            await a.acquire_async()
+            await a.acquire()
         assert caught.value.retry_after == pytest.approx(0.3, abs=0.02)
         assert a.statistics().break_duration == pytest.approx(0.3)
         assert stats.times_opened == 1
@@ -116,27 +117,27 @@ async def test_an_abandoned_probe_slot_is_freed_by_release_or_by_its_lease(
     async with two_processes(redis_server, prefix, probe_lease=0.2) as (a, b):
         await fail(a, 4)
         await anyio.sleep(0.11)
-        assert await a.acquire_async() is True
+        assert await a.acquire() is True
         a.release(True)  # cancelled: deferred
-        assert await a.acquire_async() is True  # the release travelled with this very round trip
+        assert await a.acquire() is True  # the release travelled with this very round trip
         with pytest.raises(CircuitOpenError):
-            await b.acquire_async()
+            await b.acquire()
         await anyio.sleep(0.21)  # a "died" holding the probe
-        assert await b.acquire_async() is True
+        assert await b.acquire() is True
 
 
 @pytest.mark.anyio
 async def test_isolate_and_reset_act_on_the_whole_fleet(redis_server: RedisServer, prefix: str) -> None:
-    """isolate_async() rejects every process's calls and keeps the key until reset_async()."""
+    """isolate() rejects every process's calls and keeps the key until reset()."""
     async with two_processes(redis_server, prefix, key_ttl=1.0) as (a, b):
-        await a.isolate_async()
+        await a.isolate()
         with pytest.raises(CircuitOpenError, match="reset by hand") as caught:
-            await b.acquire_async()
+            await b.acquire()
         assert math.isinf(caught.value.retry_after)
         with redis.Redis.from_url(redis_server.url) as client:
             assert client.pttl(a.key) == -1  # no expiry while isolated
-        await b.reset_async()
-        assert await a.acquire_async() is False
+        await b.reset()
+        assert await a.acquire() is False
         with redis.Redis.from_url(redis_server.url) as client:
             assert 0 < int(client.pttl(a.key)) <= 1000
 
@@ -167,24 +168,24 @@ async def test_each_transition_is_announced_once_by_the_process_that_made_it(
         await fail(a, 3)
         await fail(b)
         await anyio.sleep(0.11)
-        await a.record_async(success=True, probe=await a.acquire_async())
+        await a.record(success=True, probe=await a.acquire())
         await b.refresh()
     assert seen == [("b", "closed", "open"), ("a", "open", "half_open"), ("a", "half_open", "closed")]
 
 
 @pytest.mark.anyio
-async def test_the_synchronous_calls_refuse_and_statistics_answer_from_the_last_round_trip(
+async def test_the_breaker_is_a_remote_breaker_and_statistics_answer_from_the_last_round_trip(
     redis_server: RedisServer, prefix: str
 ) -> None:
-    """acquire/record_*/isolate/reset need the server and raise; statistics() and repr cost no round trip."""
+    """It is a RemoteBreaker, not a CircuitBreaker; statistics() and repr cost no round trip."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         breaker = RedisCircuitBreaker(backend, QUICK, name="sync")
-        assert isinstance(breaker, CircuitBreaker)
-        assert breaker.remote
-        for call in (breaker.acquire, lambda: breaker.record_success(False), lambda: breaker.record_failure(False),
-                     breaker.isolate, breaker.reset):
-            with pytest.raises(TypeError, match="await breaker"):
-                call()
+        assert isinstance(breaker, RemoteBreaker)
+        typed: RemoteBreaker = breaker  # and mypy checks the signatures
+        assert typed is breaker
+        anything: object = breaker
+        assert not isinstance(anything, CircuitBreaker)
+        assert not hasattr(breaker, "record_success")
         await fail(breaker, 4)
         trips = breaker.statistics().round_trips
         first = breaker.statistics().retry_after

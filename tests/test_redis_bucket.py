@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyncretry import AsyncTokenBucket, RateLimitTimeout
+from asyncretry._primitives._shared import RemoteBucket
 from asyncretry.redis import RedisBackend, RedisTokenBucket
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
@@ -79,10 +80,10 @@ async def test_buckets_with_the_same_name_share_one_budget(redis_server: RedisSe
     ):
         a = RedisTokenBucket(one, 0.01, 10, name="shared")
         b = RedisTokenBucket(two, 0.01, 10, name="shared")
-        taken = [await (a if i % 2 else b).try_acquire_async(1) for i in range(10)]
+        taken = [await (a if i % 2 else b).try_acquire(1) for i in range(10)]
         assert all(taken)
-        assert not await a.try_acquire_async(1)
-        assert not await b.try_acquire_async(1)
+        assert not await a.try_acquire(1)
+        assert not await b.try_acquire(1)
 
 
 @pytest.mark.anyio
@@ -96,10 +97,10 @@ async def test_prefixes_and_names_keep_buckets_apart(redis_server: RedisServer, 
         other_name = RedisTokenBucket(first, 0.01, 1, name="db")
         other_prefix = RedisTokenBucket(second, 0.01, 1, name="api")
         assert api.key == f"{prefix}a:bucket:api"
-        assert await api.try_acquire_async()
-        assert not await api.try_acquire_async()
-        assert await other_name.try_acquire_async()
-        assert await other_prefix.try_acquire_async()
+        assert await api.try_acquire()
+        assert not await api.try_acquire()
+        assert await other_name.try_acquire()
+        assert await other_prefix.try_acquire()
     assert set(stored(redis_server, f"{prefix}a:bucket:api")) == {"tokens", "ts"}
 
 
@@ -168,7 +169,7 @@ async def test_a_wait_beyond_the_timeout_fails_at_once_and_reserves_nothing(
             await bucket.acquire(timeout=0.1)
         assert time.monotonic() - started < 0.05
         assert caught.value.wait == pytest.approx(0.5, abs=0.05)
-        assert await bucket.time_until_available_async() == pytest.approx(0.5, abs=0.05)
+        assert await bucket.time_until_available() == pytest.approx(0.5, abs=0.05)
         assert bucket.statistics().timeouts == 1
 
 
@@ -182,7 +183,7 @@ async def test_a_cancelled_waiter_hands_its_reservation_back(redis_server: Redis
             await bucket.acquire()  # reserved: due in 0.2 s
         assert bucket.statistics().cancelled == 1
         assert bucket.statistics().waiting == 0
-        wait = await bucket.time_until_available_async()
+        wait = await bucket.time_until_available()
     # Without the hand-back the next token would be 0.4 s - 0.05 s away.
     assert wait == pytest.approx(0.15, abs=0.04)
 
@@ -196,31 +197,111 @@ async def test_try_acquire_never_overtakes_a_sleeping_reservation(redis_server: 
         async with anyio.create_task_group() as tg:
             tg.start_soon(bucket.acquire)  # reserves the token due at +0.1 s; sleeps until then
             await anyio.sleep(0.12)  # a fresh bucket would hold 1.2 tokens by now
-            assert not await bucket.try_acquire_async()
+            assert not await bucket.try_acquire()
         assert bucket.statistics().grants == 2
 
 
-def test_the_synchronous_try_acquire_points_to_the_async_form(redis_server: RedisServer, prefix: str) -> None:
-    """A shared bucket cannot answer without a round trip: try_acquire raises and says what to call instead."""
-    bucket = RedisTokenBucket(redis_server.url, 1, 1, name="sync")
-    with pytest.raises(TypeError, match="try_acquire_async"):
-        bucket.try_acquire()
-    asyncio.run(bucket.backend.aclose())
+@pytest.mark.anyio
+async def test_the_bucket_is_a_remote_bucket_built_around_a_local_one(redis_server: RedisServer, prefix: str) -> None:
+    """It implements the RemoteBucket protocol and is no AsyncTokenBucket: no synchronous call that cannot work."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 1, 1, name="protocol")
+        assert isinstance(bucket, RemoteBucket)
+        typed: RemoteBucket = bucket  # and mypy checks the signatures
+        assert typed is bucket
+        anything: object = bucket
+        assert not isinstance(anything, AsyncTokenBucket)
+        assert await bucket.try_acquire()
+        assert not await bucket.try_acquire()
 
 
 @pytest.mark.anyio
 async def test_a_synchronous_release_travels_with_the_next_round_trip(
     redis_server: RedisServer, prefix: str
 ) -> None:
-    """release() is local and instant; the tokens reach Redis with the bucket's next script."""
+    """release_later() is local and instant; the tokens reach Redis with the bucket's next script."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         bucket = RedisTokenBucket(backend, 0.01, 5, name="deferred")
         await bucket.acquire(5)
-        bucket.release(2)
+        bucket.release_later(2)
         assert stored(redis_server, bucket.key)["tokens"] == pytest.approx(0, abs=0.01)
         assert bucket.available == pytest.approx(2, abs=0.01)
-        assert await bucket.try_acquire_async(2)
-        assert not await bucket.try_acquire_async(1)
+        assert await bucket.try_acquire(2)
+        assert not await bucket.try_acquire(1)
+
+
+# -- leased batches (lease=k)
+
+
+@pytest.mark.anyio
+async def test_a_leased_batch_serves_k_calls_with_one_round_trip_at_the_rate(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """lease=5 at 100/s: 5 calls cost one script; the next batch is reserved in the fleet's queue and paced."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        counter = CommandCounter(backend)
+        bucket = RedisTokenBucket(backend, 100, 5, name="leased", lease=5)
+        for _ in range(5):
+            await bucket.acquire()  # the burst: one script leased all five
+        assert bucket.statistics().round_trips == 1
+        started = time.monotonic()
+        times = []
+        for _ in range(5):
+            await bucket.acquire()
+            times.append(time.monotonic() - started)
+        assert bucket.statistics().round_trips == 2
+        assert len([c for c in counter.commands if c.startswith("EVAL")]) == 2 + counter.commands.count("EVAL")
+        # the second batch's tokens come one every 10 ms, the first of them after 10 ms (never sooner)
+        assert all(took >= 0.01 * (i + 1) - 0.001 for i, took in enumerate(times))
+        assert times[-1] <= 0.2
+        assert bucket.statistics().grants == 10
+
+
+@pytest.mark.anyio
+async def test_unused_leased_tokens_go_back_on_aclose(redis_server: RedisServer, prefix: str) -> None:
+    """A process that leased 10 tokens and used 1 gives 9 back when it closes the bucket: nothing leased is lost."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        async with RedisTokenBucket(backend, 0.001, 10, name="giveback", lease=10) as bucket:
+            await bucket.acquire()
+            assert stored(redis_server, bucket.key)["tokens"] == pytest.approx(0, abs=0.01)
+            assert bucket.statistics().leased == 9
+        assert stored(redis_server, bucket.key)["tokens"] == pytest.approx(9, abs=0.01)
+        assert bucket.statistics().leased == 0
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_call_on_a_leased_token_hands_it_to_the_next_call(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Cancelled while sleeping on a leased token: the token stays with this process for its next call."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 20, 2, name="cancel-lease", lease=2)
+        await bucket.acquire(2)  # empty now
+        await bucket.acquire()  # leases 2: this call's token at 50 ms, the spare at 100 ms
+        assert bucket.statistics().leased == 1
+        with anyio.move_on_after(0.01):
+            await bucket.acquire()  # sleeps on the spare, cancelled
+        assert bucket.statistics().leased == 1
+        trips = bucket.statistics().round_trips
+        await bucket.acquire()
+        assert bucket.statistics().round_trips == trips  # served from the batch
+        assert bucket.statistics().cancelled == 1
+
+
+@pytest.mark.anyio
+async def test_a_timeout_shorter_than_the_next_leased_token_fails_at_once(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """The fleet's queue is behind this process's batch: a call that cannot wait for it fails without a round trip."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        bucket = RedisTokenBucket(backend, 10, 3, name="lease-timeout", lease=3)
+        await bucket.acquire(3)
+        await bucket.acquire()  # leases 3 tokens due at 0.1, 0.2 and 0.3 s
+        trips = bucket.statistics().round_trips
+        with pytest.raises(RateLimitTimeout):
+            await bucket.acquire(timeout=0.05)
+        assert bucket.statistics().round_trips == trips
+        assert bucket.statistics().leased == 2
 
 
 # -- configuration and introspection
@@ -235,7 +316,7 @@ async def test_rate_and_capacity_changes_apply_to_the_next_script(redis_server: 
         bucket.rate = 1000
         bucket.capacity = 3
         await anyio.sleep(0.01)
-        assert await bucket.try_acquire_async(3)
+        assert await bucket.try_acquire(3)
         with pytest.raises(ValueError, match="rate"):
             bucket.rate = 0
 
@@ -247,14 +328,12 @@ async def test_statistics_and_repr_describe_the_shared_bucket(redis_server: Redi
         bucket = RedisTokenBucket(backend, 100, 4, name="stats", on_unavailable="fail_closed")
         await bucket.acquire(3)
         stats = bucket.statistics()
-        assert isinstance(bucket, AsyncTokenBucket)
-        assert bucket.remote
         assert (stats.name, stats.grants, stats.acquired_total, stats.round_trips) == ("stats", 1, 3.0, 1)
         assert stats.available == pytest.approx(1, abs=0.2)
         assert not stats.degraded
         assert f"key='{prefix}bucket:stats'" in repr(bucket)
         assert "fail_closed" in repr(bucket)
-        assert bucket.time_until_available(4) == pytest.approx(0.03, abs=0.01)
+        assert await bucket.time_until_available(4) == pytest.approx(0.03, abs=0.01)
 
 
 def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisServer) -> None:
@@ -291,7 +370,7 @@ async def test_bad_calls_are_refused_with_the_parameter_named(redis_server: Redi
         with pytest.raises(ValueError, match="timeout"):
             await bucket.acquire(1, timeout=-1)
         with pytest.raises(ValueError, match="n must be"):
-            await bucket.try_acquire_async(0)
+            await bucket.try_acquire(0)
     assert counter.commands == []
 
 
@@ -318,11 +397,11 @@ def test_the_shared_balance_never_exceeds_the_capacity(
             bucket = RedisTokenBucket(backend, 0.001, 4, name="property")
             for op, n in operations:
                 if op == "take":
-                    await bucket.try_acquire_async(n)
+                    await bucket.try_acquire(n)
                 elif op == "give":
-                    await bucket.release_async(n)
+                    await bucket.release(n)
                 else:
-                    await bucket.time_until_available_async(n)
+                    await bucket.time_until_available(n)
                 tokens = stored(redis_server, bucket.key)["tokens"]
                 assert -1e-9 <= tokens <= 4 + 1e-9
                 assert not math.isnan(bucket.available)

@@ -77,7 +77,7 @@ async def two_processes(
         yield retriers  # type: ignore[misc]
 
 
-def quota_of(backend: RedisBackend) -> Callable[[str], RedisRetryQuota]:
+def quota_of(backend: RedisBackend) -> Callable[[str], Any]:
     return lambda scope: RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name=scope)
 
 
@@ -121,7 +121,7 @@ async def test_one_processs_failures_open_the_breaker_for_the_other(redis_server
     """Failures in process 0 trip the shared breaker; process 1 is rejected without calling the backend."""
     config = CircuitBreakerConfig(consecutive_failures=3, failure_ratio=None, break_duration=30)
 
-    def breaker_of(backend: RedisBackend) -> Callable[[str], RedisCircuitBreaker]:
+    def breaker_of(backend: RedisBackend) -> Callable[[str], Any]:
         return lambda scope: RedisCircuitBreaker(backend, config, name=scope)
 
     policy = RetryPolicy(max_attempts=3, backoff=NoBackoff(), quota=False)
@@ -140,7 +140,7 @@ async def test_one_processs_failures_open_the_breaker_for_the_other(redis_server
 async def test_two_processes_share_one_rate_limit(redis_server: RedisServer, prefix: str) -> None:
     """With a shared 50/s bucket (burst 1), 20 calls split between two retriers take about 19/50 s."""
 
-    def bucket_of(backend: RedisBackend) -> Callable[[str], RedisTokenBucket]:
+    def bucket_of(backend: RedisBackend) -> Callable[[str], Any]:
         return lambda scope: RedisTokenBucket(backend, 50, 1, name=scope)
 
     async with two_processes(redis_server, prefix, rate_limit=bucket_of) as (first, second):

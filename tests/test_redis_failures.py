@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 import redis
 
@@ -17,18 +18,20 @@ from asyncretry import (
     BreakerState,
     CircuitBreakerConfig,
     CircuitOpenError,
+    ConfigurationError,
     Event,
     EventBus,
     RetryQuotaConfig,
 )
 from asyncretry.redis import (
+    OnUnavailable,
     RedisAdaptiveRateLimiter,
     RedisBackend,
     RedisCircuitBreaker,
     RedisRetryQuota,
     RedisTokenBucket,
 )
-from conftest_redis import RedisServer
+from conftest_redis import RedisServer, server_binary
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -127,16 +130,16 @@ async def test_fail_closed_applies_to_every_primitive_but_outcomes_never_fail(cl
         breaker = RedisCircuitBreaker(down, name="b", on_unavailable="fail_closed")
         limiter = RedisAdaptiveRateLimiter(down, name="l", on_unavailable="fail_closed")
         with pytest.raises(BackendUnavailable):
-            await quota.try_acquire_async(5)
+            await quota.try_acquire(5)
         with pytest.raises(BackendUnavailable):
-            await breaker.acquire_async()
+            await breaker.acquire()
         with pytest.raises(BackendUnavailable):
             await limiter.acquire()
-        await quota.release_async(5)  # kept for Redis
-        await breaker.record_async(success=False, probe=False)  # dropped
+        await quota.release(5)  # kept for Redis
+        await breaker.record(success=False, probe=False)  # dropped
         assert quota.statistics().released_total == 5
         with pytest.raises(BackendUnavailable, match="needs Redis"):
-            await breaker.isolate_async()
+            await breaker.isolate()
 
 
 @pytest.mark.anyio
@@ -145,12 +148,12 @@ async def test_fail_open_breaker_and_quota_judge_locally_meanwhile(closed_port: 
     async with backend(f"redis://127.0.0.1:{closed_port}") as down:
         quota = RedisRetryQuota(down, RetryQuotaConfig(max_capacity=10), name="q")
         breaker = RedisCircuitBreaker(down, CircuitBreakerConfig(consecutive_failures=2), name="b")
-        assert [await quota.try_acquire_async(5) for _ in range(3)] == [True, True, False]
+        assert [await quota.try_acquire(5) for _ in range(3)] == [True, True, False]
         for _ in range(2):
-            probe = await breaker.acquire_async()
-            await breaker.record_async(success=False, probe=probe)
+            probe = await breaker.acquire()
+            await breaker.record(success=False, probe=probe)
         with pytest.raises(CircuitOpenError):
-            await breaker.acquire_async()
+            await breaker.acquire()
         assert breaker.statistics().state is BreakerState.OPEN
         assert breaker.statistics().degraded
         assert quota.statistics().available == 0
@@ -173,10 +176,10 @@ async def test_killed_and_restarted_fail_open_keeps_limiting_then_resumes_shared
 
         async def one_round() -> None:
             await bucket.acquire()
-            assert await quota.try_acquire_async(5)
-            await quota.release_async(5)
-            probe = await breaker.acquire_async()
-            await breaker.record_async(success=True, probe=probe)
+            assert await quota.try_acquire(5)
+            await quota.release(5)
+            probe = await breaker.acquire()
+            await breaker.record(success=True, probe=probe)
             await limiter.acquire()
             limiter.update(False)
 
@@ -257,13 +260,77 @@ async def test_a_refund_deferred_through_an_outage_reaches_redis_afterwards(
     """Refunds reach Redis once across an outage: a timed-out one is not resent, a deferred one is sent after."""
     async with backend(own_redis_server.url, prefix) as shared:
         quota = RedisRetryQuota(shared, RetryQuotaConfig(max_capacity=10), name="q", on_unavailable="fail_closed")
-        assert await quota.try_acquire_async(10)
+        assert await quota.try_acquire(10)
         own_redis_server.freeze()
         try:
-            await quota.release_async(5)  # times out, yet the server runs it once thawed: not sent again
-            quota.release(3)  # the synchronous (cancellation) path: deferred, and nothing was sent
+            await quota.release(5)  # times out, yet the server runs it once thawed: not sent again
+            quota.release_later(3)  # the synchronous (cancellation) path: deferred, and nothing was sent
         finally:
             own_redis_server.thaw()
         await anyio.sleep(0.35)  # the next probe is due
-        assert await quota.try_acquire_async(8)
-        assert not await quota.try_acquire_async(1)
+        assert await quota.try_acquire(8)
+        assert not await quota.try_acquire(1)
+
+
+# -- settings that cannot work, and servers that answer something else
+
+
+@pytest.fixture
+def password_server() -> Iterator[RedisServer]:
+    """A server of the test's own that requires the password ``secret``."""
+    binary = server_binary()
+    assert binary is not None
+    server = RedisServer(binary, extra=["--requirepass", "secret"])
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("credentials", ["", ":wrong@"], ids=["no-password", "wrong-password"])
+@pytest.mark.parametrize("choice", ["fail_open", "fail_closed"])
+async def test_a_wrong_password_fails_loudly_in_both_modes(
+    password_server: RedisServer, prefix: str, credentials: str, choice: OnUnavailable
+) -> None:
+    """No or a wrong password is a ConfigurationError on every call, never a silent fallback; the backend stays up."""
+    recorder = Recorder()
+    url = f"redis://{credentials}127.0.0.1:{password_server.port}/0"
+    async with backend(url, prefix) as shared:
+        bucket = RedisTokenBucket(shared, 10, 10, name="auth", on_unavailable=choice, events=recorder.bus)
+        for _ in range(2):
+            with pytest.raises(ConfigurationError, match="credentials"):
+                await bucket.acquire()
+        assert shared.up
+        assert not bucket.statistics().degraded
+    assert recorder.events == []
+    async with backend(f"redis://:secret@127.0.0.1:{password_server.port}/0", prefix) as right:
+        await RedisTokenBucket(right, 10, 10, name="auth").acquire()
+
+
+async def answer_in_http(stream: anyio.abc.SocketStream) -> None:
+    """A server of another protocol: whatever it is sent, it answers an HTTP error and hangs up."""
+    async with stream:
+        await stream.receive()
+        await stream.send(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+@pytest.mark.anyio
+async def test_a_server_of_another_protocol_is_an_outage_in_both_modes(prefix: str) -> None:
+    """An HTTP server on the port: the backend goes down, fail-open falls back with an event, fail-closed refuses."""
+    recorder = Recorder()
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, answer_in_http)
+        async with backend(f"redis://127.0.0.1:{port}/0", prefix) as shared:
+            closed = RedisTokenBucket(shared, 10, 10, name="closed", on_unavailable="fail_closed")
+            with pytest.raises(BackendUnavailable, match=r"InvalidResponse|Protocol"):
+                await closed.acquire()
+            assert not shared.up
+            opened = RedisTokenBucket(shared, 10, 10, name="opened", events=recorder.bus)
+            await opened.acquire()  # served by the local bucket
+            assert opened.statistics().degraded
+        tg.cancel_scope.cancel()
+    assert recorder.kinds("opened") == ["unavailable"]

@@ -22,6 +22,7 @@ from asyncretry import (
     RetryQuota,
     RetryQuotaConfig,
 )
+from asyncretry._primitives._shared import RemoteQuota
 from asyncretry.redis import RedisBackend, RedisRetryQuota
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
@@ -45,21 +46,21 @@ async def test_a_total_outage_gets_100_retries_in_the_whole_fleet(redis_server: 
     ):
         quotas = [RedisRetryQuota(b, name="api") for b in (one, two)]
         cost = quotas[0].cost_of(OutcomeKind.TRANSIENT)
-        paid = [await quotas[i % 2].try_acquire_async(cost) for i in range(101)]
+        paid = [await quotas[i % 2].try_acquire(cost) for i in range(101)]
         assert paid == [True] * 100 + [False]
-        assert not await quotas[0].try_acquire_async(cost)
+        assert not await quotas[0].try_acquire(cost)
         assert quotas[1].statistics().available == 0
 
 
 @pytest.mark.anyio
 async def test_successes_refund_up_to_the_capacity(redis_server: RedisServer, prefix: str) -> None:
-    """release_async adds tokens back, never beyond max_capacity."""
+    """release() adds tokens back, never beyond max_capacity."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=20), name="api")
-        assert await quota.try_acquire_async(10)
-        await quota.release_async(4)
+        assert await quota.try_acquire(10)
+        await quota.release(4)
         assert stored_tokens(redis_server, quota.key) == 14
-        await quota.release_async(100)
+        await quota.release(100)
         assert stored_tokens(redis_server, quota.key) == 20
         stats = quota.statistics()
         assert (stats.acquired_total, stats.released_total, stats.available) == (10, 104, 20)
@@ -71,10 +72,10 @@ async def test_the_quota_refills_with_time_on_the_servers_clock(redis_server: Re
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         config = RetryQuotaConfig(max_capacity=50, refill_units_per_second=100)
         quota = RedisRetryQuota(backend, config, name="refill")
-        assert await quota.try_acquire_async(50)
+        assert await quota.try_acquire(50)
         await anyio.sleep(0.1)
-        assert await quota.try_acquire_async(8)
-        assert not await quota.try_acquire_async(8)
+        assert await quota.try_acquire(8)
+        assert not await quota.try_acquire(8)
 
 
 @pytest.mark.anyio
@@ -115,7 +116,7 @@ async def test_a_waiter_is_paid_by_another_processs_success(redis_server: RedisS
             tg.start_soon(waiter.acquire, 5)
             await anyio.sleep(0.05)
             assert waiter.statistics().waiting == 1
-            await other.release_async(5)
+            await other.release(5)
         assert time.monotonic() - started < 0.25  # the refill alone would take 50 s
 
 
@@ -148,29 +149,55 @@ async def test_exhaustion_and_restoration_events_describe_what_this_process_saw(
     bus.subscribe(record)
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="ev", events=bus)
-        assert await quota.try_acquire_async(10)
-        assert not await quota.try_acquire_async(5)
-        assert not await quota.try_acquire_async(5)
+        assert await quota.try_acquire(10)
+        assert not await quota.try_acquire(5)
+        assert not await quota.try_acquire(5)
         assert quota.statistics().exhausted
-        await quota.release_async(5)
+        await quota.release(5)
         assert not quota.statistics().exhausted
     assert events == ["QuotaExhausted", "QuotaRestored"]
 
 
 @pytest.mark.anyio
-async def test_the_synchronous_calls_are_deferred_to_the_next_round_trip(
+async def test_a_refund_booked_without_a_round_trip_settles_with_the_next_script(
     redis_server: RedisServer, prefix: str
 ) -> None:
-    """try_acquire (a first attempt's cost) and release (a cancelled retry) settle with the next script."""
+    """release_later (a cancelled retry) counts at once locally and reaches Redis with the next script."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="sync")
-        assert isinstance(quota, RetryQuota)
-        assert quota.try_acquire(4)  # judged on the last known balance (full)
-        quota.release(1)
-        assert quota.available == 7
-        assert await quota.try_acquire_async(7)
+        assert await quota.try_acquire(10)
+        quota.release_later(3)
+        assert quota.available == 3
         assert stored_tokens(redis_server, quota.key) == 0
-        assert not quota.try_acquire(1)
+        assert await quota.try_acquire(3)
+        assert stored_tokens(redis_server, quota.key) == 0
+        assert not await quota.try_acquire(1)
+
+
+@pytest.mark.anyio
+async def test_the_quota_is_a_remote_quota_built_around_a_local_one(redis_server: RedisServer, prefix: str) -> None:
+    """It implements the RemoteQuota protocol, is no RetryQuota, and answers cost_of without a round trip."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        quota = RedisRetryQuota(backend, name="protocol")
+        assert isinstance(quota, RemoteQuota)
+        typed: RemoteQuota = quota  # and mypy checks the signatures
+        assert typed is quota
+        anything: object = quota
+        assert not isinstance(anything, RetryQuota)
+        assert quota.cost_of(OutcomeKind.THROTTLING) == quota.config.throttling_retry_cost
+        assert quota.statistics().round_trips == 0
+
+
+@pytest.mark.anyio
+async def test_reset_fills_the_fleets_quota_and_refresh_reads_it(redis_server: RedisServer, prefix: str) -> None:
+    """reset() refills the shared balance for every process; refresh() reads it in one round trip."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        one = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="reset")
+        two = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="reset")
+        assert await one.try_acquire(10)
+        assert (await two.refresh()).available == 0
+        await one.reset()
+        assert (await two.refresh()).available == 10
 
 
 @pytest.mark.anyio
@@ -178,11 +205,11 @@ async def test_an_unused_quota_expires_after_key_ttl(redis_server: RedisServer, 
     """The key lives key_ttl seconds after its last use; expired, the quota starts full again."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="ttl", key_ttl=0.2)
-        assert await quota.try_acquire_async(10)
+        assert await quota.try_acquire(10)
         with redis.Redis.from_url(redis_server.url) as client:
             assert 0 < int(client.pttl(quota.key)) <= 200
         await anyio.sleep(0.3)
-        assert await quota.try_acquire_async(10)
+        assert await quota.try_acquire(10)
 
 
 def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisServer) -> None:
@@ -193,7 +220,7 @@ def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisSe
         RedisRetryQuota(redis_server.url, on_unavailable="open")  # type: ignore[arg-type]
     quota = RedisRetryQuota(redis_server.url)
     with pytest.raises(ValueError, match="n must be"):
-        quota.try_acquire(501)
+        asyncio.run(quota.try_acquire(501))
     assert "RedisRetryQuota 'quota'" in repr(quota)
     asyncio.run(quota.backend.aclose())
 
@@ -211,11 +238,11 @@ def test_the_shared_balance_stays_within_zero_and_the_capacity(
             expected = 10
             for take, n in operations:
                 if take:
-                    paid = await quota.try_acquire_async(n)
+                    paid = await quota.try_acquire(n)
                     assert paid == (n <= expected)
                     expected -= n if paid else 0
                 else:
-                    await quota.release_async(n)
+                    await quota.release(n)
                     expected = min(10, expected + n)
                 assert stored_tokens(redis_server, quota.key, missing=10) == expected
             await backend.client.delete(quota.key)

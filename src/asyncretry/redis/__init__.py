@@ -15,7 +15,10 @@ breaker, one adaptive rate::
         rate_limit=lambda scope: RedisTokenBucket(backend, 100, 10, name=scope),
     )
 
-Every operation is one Lua script on the server's clock; while Redis cannot be reached each primitive
+Each class implements the remote-state protocol of its kind (every question that needs the server is a
+coroutine) around a local in-process twin. One server, a Redis Cluster (``cluster=True``) or a
+Sentinel-managed primary (:meth:`RedisBackend.sentinel`). Every operation is one Lua script on the
+server's clock; while Redis cannot be reached each primitive
 either fails open to a local in-process twin (with a :class:`~asyncretry.BackendUnavailableEvent`) or
 fails closed with :class:`~asyncretry.BackendUnavailable`, and goes back to the shared state when Redis
 answers again (:class:`~asyncretry.BackendRecovered`). asyncio only: redis-py's asyncio client does not

@@ -21,33 +21,54 @@ from typing import Any, Literal
 import redis.asyncio
 import redis.exceptions
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
+from redis.crc import key_slot
 
 from .._events import GLOBAL_EVENTS, BackendRecovered, BackendUnavailableEvent, EventBus
-from .._exceptions import BackendUnavailable
+from .._exceptions import BackendUnavailable, ConfigurationError
 from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
-from .._validate import check_choice, check_seconds
+from .._validate import check_choice, check_number
 from ._scripts import Script
 
-__all__ = ["BackendStatistics", "OnUnavailable", "RedisBackend"]
+__all__ = ["BackendStatistics", "Client", "OnUnavailable", "RedisBackend"]
 
 OnUnavailable = Literal["fail_open", "fail_closed"]
 """What a Redis-backed primitive does while Redis cannot be reached (see :class:`RedisBackend`)."""
 
 _CHOICES = ("fail_open", "fail_closed")
 
-# Errors that mean "the shared state cannot be reached right now" (as opposed to a bug or a bad setting,
-# which propagate): no connection, a timeout, a server that is loading, read-only after a failover, out
-# of memory, or a cluster that is reconfiguring.
+# A setting that cannot work (a wrong password, a user without the rights to run scripts, a single-node
+# client on a cluster, a key that holds something else): no waiting fixes it, so it fails loudly with
+# ConfigurationError in both modes instead of failing open forever. Checked before _UNAVAILABLE:
+# redis-py's authentication errors are ConnectionErrors.
+_MISCONFIGURED: tuple[type[BaseException], ...] = (
+    redis.exceptions.AuthenticationError,
+    redis.exceptions.AuthenticationWrongNumberOfArgsError,
+    redis.exceptions.AuthorizationError,
+    redis.exceptions.NoPermissionError,
+    redis.exceptions.AskError,  # and MovedError: a plain client was given one node of a cluster
+    redis.exceptions.ClusterCrossSlotError,
+)
+_MISCONFIGURED_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM", "WRONGTYPE", "MOVED", "ASK", "ERR unknown command")
+
+# Errors that mean "the shared state cannot be reached right now": no connection, a timeout, a server
+# that is loading or busy, read-only after a failover, out of memory, a cluster that is reconfiguring or
+# has lost the node of a slot, or an answer in another protocol (something else listens on the port, or
+# the connection is out of step). Every other redis-py error is one too, rather than escape raw.
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,  # includes the builtin TimeoutError that asyncio.timeout raises
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
+    redis.exceptions.RedisError,
+    redis.exceptions.RedisClusterException,
 )
+
+
+def _misconfigured(error: BaseException, *, cluster: bool) -> bool:
+    if cluster and isinstance(error, redis.exceptions.AskError):
+        return False  # a redirection a cluster client could not follow (a slot in flux): an outage
+    if isinstance(error, _MISCONFIGURED):
+        return True
+    return isinstance(error, redis.exceptions.ResponseError) and str(error).startswith(_MISCONFIGURED_REPLIES)
 
 
 class _Unavailable(Exception):
@@ -86,6 +107,23 @@ class BackendStatistics:
     next_probe_in: float
 
 
+class _Health:
+    """Whether one shard (the server, or one cluster slot) answers, and when to probe it again."""
+
+    __slots__ = ("delay", "down_since", "last_error", "probe_at", "probing")
+
+    def __init__(self, delay: float) -> None:
+        self.down_since: float | None = None
+        self.probe_at = 0.0
+        self.delay = delay
+        self.probing = False
+        self.last_error = ""
+
+
+Client = redis.asyncio.Redis | redis.asyncio.RedisCluster
+"""The redis-py asyncio clients a backend runs on: one server (or a Sentinel-managed primary), or a cluster."""
+
+
 class RedisBackend:
     """A Redis connection shared by Redis-backed primitives, with a key prefix, timeouts and health tracking.
 
@@ -94,56 +132,67 @@ class RedisBackend:
     URL with credentials (``rediss://user:password@host:6380/0``) and redis-py's ``ssl_*`` options as
     keyword arguments, or a client you configured yourself.
 
+    Three deployments: one server (a URL, or a ``redis.asyncio.Redis``); a Redis Cluster
+    (``cluster=True`` with the URL of any node, or a ``redis.asyncio.RedisCluster``), where each
+    primitive's key lives on the node of its slot and redis-py follows ``MOVED``/``ASK`` and slot moves;
+    and a Sentinel-managed primary (:meth:`sentinel`). On a cluster, health is kept per slot: a node
+    that fails is an outage of the primitives whose keys it holds, not of the others.
+
     Args:
         client: a ``redis://`` / ``rediss://`` / ``unix://`` URL (the backend then owns the client and
-            closes it in :meth:`aclose`), or an existing ``redis.asyncio.Redis`` client (left open).
+            closes it in :meth:`aclose`), or an existing ``redis.asyncio.Redis`` or
+            ``redis.asyncio.RedisCluster`` client (left open).
         prefix: prepended to every key, so that several applications can share one Redis; default
             ``"asyncretry:"``. Keys are ``{prefix}{kind}:{name}`` (``asyncretry:bucket:api``).
-        operation_timeout: the longest one round trip may take, seconds (> 0, default 0.5); a slower
-            one counts as the server being unavailable. Applied to every call, whatever the client.
-        connect_timeout: with a URL, redis-py's ``socket_connect_timeout``, seconds (> 0, default 1).
-        recovery_delay: after a failure, seconds before a call tries the server again (> 0, default 1);
-            it doubles after every failed probe, up to ``max_recovery_delay``, and is jittered (50-100 %).
-        max_recovery_delay: the longest delay between probes, seconds (>= ``recovery_delay``, default 30).
+        cluster: with a URL, connect to a Redis Cluster through that node (default False).
+        operation_timeout: the longest one round trip may take, seconds (> 0 and <= 3600, default
+            0.5); a slower one counts as the server being unavailable. Applied to every call.
+        connect_timeout: with a URL, redis-py's ``socket_connect_timeout``, seconds (> 0 and <= 3600,
+            default 1).
+        recovery_delay: after a failure, seconds before a call tries the server again (> 0 and <= 86400,
+            default 1); it doubles after every failed probe, up to ``max_recovery_delay``, and is jittered
+            (50-100 %).
+        max_recovery_delay: the longest delay between probes, seconds (>= ``recovery_delay`` and
+            <= 86400, default 30).
         name: names the backend in statistics and ``repr``; default ``"redis"``.
         clock: the time source for the recovery schedule; defaults to the running loop's clock.
         rng: random source for the jitter of the recovery delay.
-        **client_options: with a URL, passed on to ``redis.asyncio.Redis.from_url`` (``ssl_ca_certs``,
-            ``password``, ``max_connections``, ...). By default a URL-built client gets
+        **client_options: with a URL, passed on to ``from_url`` (``ssl_ca_certs``, ``password``,
+            ``max_connections``, ...). By default a URL-built client gets
             ``socket_timeout=operation_timeout`` and one immediate reconnect-and-retry (which replaces
             a pooled connection that died with a restarted server).
 
     Raises:
         ValueError: a duration is out of range (the message names it).
-        TypeError: ``client`` is neither a URL nor a ``redis.asyncio.Redis``, or options were given
+        TypeError: ``client`` is neither a URL nor a redis-py asyncio client, or options were given
             with a client.
     """
 
     __slots__ = (
         "_client",
         "_clock",
-        "_delay",
-        "_down_since",
+        "_cluster",
         "_failures",
-        "_last_error",
+        "_health",
         "_max_delay",
         "_operation_timeout",
         "_outages",
         "_owned",
-        "_probe_at",
-        "_probing",
         "_recovery_delay",
         "_rng",
         "_round_trips",
+        "_sentinel",
+        "_single",
         "name",
         "prefix",
     )
 
     def __init__(
         self,
-        client: str | redis.asyncio.Redis,
+        client: str | Client,
         *,
         prefix: str = "asyncretry:",
+        cluster: bool = False,
         operation_timeout: float | timedelta = 0.5,
         connect_timeout: float | timedelta = 1.0,
         recovery_delay: float | timedelta = 1.0,
@@ -155,20 +204,36 @@ class RedisBackend:
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, got {prefix!r} ({type(prefix).__name__})")
-        self._operation_timeout = check_seconds("operation_timeout", operation_timeout, low_open=True)
-        connect = check_seconds("connect_timeout", connect_timeout, low_open=True)
-        self._recovery_delay = check_seconds("recovery_delay", recovery_delay, low_open=True)
-        self._max_delay = check_seconds("max_recovery_delay", max_recovery_delay, low=self._recovery_delay)
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r} ({type(name).__name__})")
+        if not isinstance(cluster, bool):
+            raise TypeError(f"cluster must be a bool, got {cluster!r} ({type(cluster).__name__})")
+        check_parts(clock, rng=rng)
+        self._operation_timeout = seconds("operation_timeout", operation_timeout, high=_MAX_TIMEOUT)
+        connect = seconds("connect_timeout", connect_timeout, high=_MAX_TIMEOUT)
+        self._recovery_delay = seconds("recovery_delay", recovery_delay, high=_MAX_DELAY)
+        self._max_delay = seconds("max_recovery_delay", max_recovery_delay, high=_MAX_DELAY)
+        if self._max_delay < self._recovery_delay:
+            raise ValueError(
+                f"max_recovery_delay must be >= recovery_delay ({self._recovery_delay:g}), got {max_recovery_delay!r}"
+            )
         if isinstance(client, str):
             options: dict[str, Any] = {
                 "socket_connect_timeout": connect,
                 "socket_timeout": self._operation_timeout,
                 "retry": Retry(NoBackoff(), 1),
             }
+            if cluster:
+                # A node that is down must stop only the slots it serves, not the client's view of the others.
+                options["require_full_coverage"] = False
             options.update(client_options)
-            self._client: redis.asyncio.Redis = redis.asyncio.Redis.from_url(client, **options)
+            self._client: Client = (
+                redis.asyncio.RedisCluster.from_url(client, **options)
+                if cluster
+                else redis.asyncio.Redis.from_url(client, **options)
+            )
             self._owned = True
-        elif isinstance(client, redis.asyncio.Redis):
+        elif isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster)):
             if client_options:
                 raise TypeError(
                     f"client options {sorted(client_options)} only apply to a URL; configure the client you pass"
@@ -176,24 +241,89 @@ class RedisBackend:
             self._client = client
             self._owned = False
         else:
-            raise TypeError(f"client must be a Redis URL or a redis.asyncio.Redis client, got {client!r}")
+            raise TypeError(
+                "client must be a Redis URL, a redis.asyncio.Redis or a redis.asyncio.RedisCluster client, "
+                f"got {client!r}"
+            )
+        self._cluster = isinstance(self._client, redis.asyncio.RedisCluster)
+        self._sentinel: Sentinel | None = None  # the sentinels' clients, closed with the backend's
         self.prefix = prefix
         self.name = name
         self._clock = clock if clock is not None else DEFAULT_CLOCK
         self._rng = rng if rng is not None else default_rng
-        self._down_since: float | None = None
-        self._probe_at = 0.0
-        self._delay = self._recovery_delay
-        self._probing = False
-        self._last_error = ""
+        self._single = _Health(self._recovery_delay)  # the one server's (unused on a cluster)
+        self._health: dict[int, _Health] = {}  # a cluster's, by slot
         self._round_trips = 0
         self._failures = 0
         self._outages = 0
 
+    @classmethod
+    def sentinel(
+        cls,
+        sentinels: Sequence[tuple[str, int]],
+        service_name: str,
+        *,
+        sentinel_options: dict[str, Any] | None = None,
+        prefix: str = "asyncretry:",
+        operation_timeout: float | timedelta = 0.5,
+        connect_timeout: float | timedelta = 1.0,
+        recovery_delay: float | timedelta = 1.0,
+        max_recovery_delay: float | timedelta = 30.0,
+        name: str = "redis",
+        clock: Clock | None = None,
+        rng: RandomSource | None = None,
+        **client_options: Any,
+    ) -> RedisBackend:
+        """A backend on the primary that Redis Sentinel names for ``service_name``, following failovers.
+
+        Each new connection asks the sentinels for the current primary, and a connection to a primary
+        that was demoted is dropped (redis-py's ``SentinelConnectionPool``), so after a failover the
+        first probe reaches the new primary by itself. State written to the old primary and not yet
+        replicated when it failed is lost (see ``docs/redis.md``).
+
+        Args:
+            sentinels: ``(host, port)`` of the sentinels (at least one).
+            service_name: the primary's name in the sentinels' configuration.
+            sentinel_options: redis-py options for the connections to the sentinels themselves
+                (``password``, ``ssl``...); they get ``socket_timeout=operation_timeout`` by default.
+            **client_options: options for the connections to the primary (``password``, ``ssl``...).
+            The other arguments are :class:`RedisBackend`'s.
+
+        Raises:
+            ValueError: no sentinel, an empty ``service_name``, or a duration out of range.
+        """
+        if not isinstance(service_name, str) or not service_name:
+            raise ValueError(f"service_name must be a non-empty str, got {service_name!r}")
+        nodes = list(sentinels)
+        if not nodes:
+            raise ValueError(f"sentinels must list at least one (host, port), got {sentinels!r}")
+        timeout = seconds("operation_timeout", operation_timeout, high=_MAX_TIMEOUT)
+        connect = seconds("connect_timeout", connect_timeout, high=_MAX_TIMEOUT)
+        own: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": connect}
+        own.update(sentinel_options or {})
+        options: dict[str, Any] = {
+            "socket_timeout": timeout, "socket_connect_timeout": connect, "retry": Retry(NoBackoff(), 1),
+        }
+        options.update(client_options)
+        watch = Sentinel(nodes, sentinel_kwargs=own)  # type: ignore[no-untyped-call]
+        client = watch.master_for(service_name, **options)
+        backend = cls(
+            client, prefix=prefix, operation_timeout=timeout, connect_timeout=connect, recovery_delay=recovery_delay,
+            max_recovery_delay=max_recovery_delay, name=name, clock=clock, rng=rng,
+        )
+        backend._owned = True
+        backend._sentinel = watch
+        return backend
+
     @property
-    def client(self) -> redis.asyncio.Redis:
+    def client(self) -> Client:
         """The redis-py client the scripts run on."""
         return self._client
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the backend runs on a Redis Cluster."""
+        return self._cluster
 
     @property
     def operation_timeout(self) -> float:
@@ -202,8 +332,8 @@ class RedisBackend:
 
     @property
     def up(self) -> bool:
-        """Whether the last round trip succeeded."""
-        return self._down_since is None
+        """Whether the last round trip of every shard succeeded (on a cluster: no slot in use is down)."""
+        return all(health.down_since is None for health in self._shards())
 
     def key(self, kind: str, name: str) -> str:
         """The Redis key of a primitive: ``{prefix}{kind}:{name}``."""
@@ -214,6 +344,8 @@ class RedisBackend:
 
         Raises:
             RuntimeError: not running on asyncio (redis-py's asyncio client needs it).
+            ConfigurationError: the server refused the backend's settings (a wrong password, no right
+                to run scripts, a single-node client on a cluster): no retry can fix it.
             _Unavailable: the server could not be reached, timed out, or is down and no probe is due.
         """
         if _get_running_loop() is None:
@@ -221,24 +353,31 @@ class RedisBackend:
                 "asyncretry.redis runs on asyncio only: redis-py's asyncio client does not run on trio "
                 "(use the in-process primitives there)"
             )
-        down_since = self._down_since
+        health = self._health_of(key)
+        down_since = health.down_since
         if down_since is not None:
-            if self._probing or self._clock.now() < self._probe_at:
-                raise _Unavailable(self._last_error, sent=False)
-            self._probing = True  # this call is the probe; the others keep to the fallback meanwhile
+            if health.probing or self._clock.now() < health.probe_at:
+                raise _Unavailable(health.last_error, sent=False)
+            health.probing = True  # this call is the probe; the others keep to the fallback meanwhile
         try:
             # asyncio.timeout, not anyio.fail_after: this code runs on asyncio only, and it is ~4x cheaper.
             async with asyncio.timeout(self._operation_timeout):
                 reply = await self._eval(script, key, args)
         except _UNAVAILABLE as error:
+            if _misconfigured(error, cluster=self._cluster):
+                raise ConfigurationError(
+                    f"Redis backend {self.name!r} refused the operation on {key!r}: {_describe(error)}; "
+                    "check the URL, credentials and ACL (EVALSHA/EVAL need +@scripting), and pass a cluster "
+                    "URL with cluster=True (or a redis.asyncio.RedisCluster) for a Redis Cluster"
+                ) from error
             self._failures += 1
-            self._mark_down(error, probe=down_since is not None)
-            raise _Unavailable(self._last_error, sent=True) from error
+            self._mark_down(health, error, probe=down_since is not None)
+            raise _Unavailable(health.last_error, sent=True) from error
         finally:
             if down_since is not None:
-                self._probing = False
+                health.probing = False
         self._round_trips += 1
-        self._down_since = None
+        health.down_since = None
         return reply
 
     async def _eval(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
@@ -246,43 +385,73 @@ class RedisBackend:
         try:
             reply = await client.evalsha(script.sha, 1, key, *args)
         except redis.exceptions.NoScriptError:
-            # A new or restarted server: EVAL runs the script and caches it for the next EVALSHA.
+            # A new or restarted server (or another cluster node): EVAL runs the script and caches it.
             self._round_trips += 1
             reply = await client.eval(script.source, 1, key, *args)
-        return list(reply)
+        if not isinstance(reply, list):
+            raise redis.exceptions.InvalidResponse(f"a script answered {reply!r}, not a list")
+        return reply
 
-    def _mark_down(self, error: BaseException, *, probe: bool) -> None:
+    def _health_of(self, key: str) -> _Health:
+        if not self._cluster:
+            return self._single
+        slot = key_slot(key.encode())
+        health = self._health.get(slot)
+        if health is None:
+            health = self._health[slot] = _Health(self._recovery_delay)
+        return health
+
+    def _shards(self) -> list[_Health]:
+        return list(self._health.values()) if self._cluster else [self._single]
+
+    def _mark_down(self, health: _Health, error: BaseException, *, probe: bool) -> None:
         now = self._clock.now()
-        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        self._last_error = text
-        if self._down_since is None:
-            self._down_since = now
+        health.last_error = _describe(error)
+        if health.down_since is None:
+            health.down_since = now
             self._outages += 1
-            self._delay = self._recovery_delay
+            health.delay = self._recovery_delay
         elif probe:
-            self._delay = min(self._delay * 2.0, self._max_delay)
+            health.delay = min(health.delay * 2.0, self._max_delay)
         # Calls that were already in flight when the server died fail too, but only a failed probe
         # lengthens the delay.
-        self._probe_at = now + self._delay * (0.5 + 0.5 * self._rng())
+        health.probe_at = now + health.delay * (0.5 + 0.5 * self._rng())
+
+    def next_probe_in(self, key: str) -> float:
+        """Seconds until a call on ``key`` may try the server again (0 while its shard is up)."""
+        health = self._health_of(key)
+        if health.down_since is None:
+            return 0.0
+        return max(0.0, health.probe_at - self._clock.now())
 
     def statistics(self) -> BackendStatistics:
-        """Return a snapshot of the backend's health and counters."""
+        """Return a snapshot of the backend's health and counters (on a cluster, over the slots in use)."""
         now = self._clock.now()
-        down_since = self._down_since
+        down = [health for health in self._shards() if health.down_since is not None]
         return BackendStatistics(
             name=self.name,
-            up=down_since is None,
+            up=not down,
             round_trips=self._round_trips,
             failures=self._failures,
             outages=self._outages,
-            down_for=0.0 if down_since is None else now - down_since,
-            next_probe_in=0.0 if down_since is None else max(0.0, self._probe_at - now),
+            down_for=max((now - h.down_since for h in down if h.down_since is not None), default=0.0),
+            next_probe_in=min((max(0.0, h.probe_at - now) for h in down), default=0.0),
         )
 
     async def aclose(self) -> None:
-        """Close the client if the backend made it from a URL (a client passed in is left open)."""
-        if self._owned:
-            await self._client.aclose()
+        """Close the client if the backend made it (from a URL, or :meth:`sentinel`); a client given is left open."""
+        if not self._owned:
+            return
+        client = self._client
+        await client.aclose()
+        if self._sentinel is not None:
+            await asyncio.gather(*(sentinel.aclose() for sentinel in self._sentinel.sentinels))
+        if isinstance(client, redis.asyncio.RedisCluster):
+            # aclose() leaves the connections of the startup nodes, which a topology refresh after a
+            # node failure keeps apart from the nodes in use, open (redis/redis-py#3572).
+            manager = client.nodes_manager
+            nodes = {id(node): node for node in (*manager.startup_nodes.values(), *manager.nodes_cache.values())}
+            await asyncio.gather(*(node.disconnect() for node in nodes.values()), return_exceptions=True)
 
     async def __aenter__(self) -> RedisBackend:
         return self
@@ -291,20 +460,75 @@ class RedisBackend:
         await self.aclose()
 
     def __repr__(self) -> str:
-        state = "up" if self._down_since is None else f"down ({self._last_error})"
+        down = [health for health in self._shards() if health.down_since is not None]
+        state = "up" if not down else f"down ({down[0].last_error})"
+        kind = " cluster" if self._cluster else ""
         return (
-            f"<RedisBackend {self.name!r} prefix={self.prefix!r} {state} round_trips={self._round_trips} "
+            f"<RedisBackend {self.name!r}{kind} prefix={self.prefix!r} {state} round_trips={self._round_trips} "
             f"operation_timeout={self._operation_timeout:g}s>"
         )
 
 
-def as_backend(redis_: RedisBackend | redis.asyncio.Redis | str) -> RedisBackend:
+_MAX_TIMEOUT = 3600.0
+_MAX_DELAY = 86400.0
+_MAX_TTL = 10 * 365 * 86400.0  # ten years: the longest key_ttl (Redis keeps milliseconds in a 64-bit int)
+
+
+def seconds(name: str, value: object, *, high: float, low_open: bool = True) -> float:
+    """A duration in seconds (a number or a ``timedelta``) within ``(0, high]``.
+
+    Raises:
+        TypeError: not a number or ``timedelta``.
+        ValueError: NaN, infinite, out of range, or an int too large for a float (the message names it).
+    """
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    try:
+        return check_number(name, value, low=0.0, low_open=low_open, high=high)
+    except OverflowError:
+        raise ValueError(f"{name} must be > 0 and <= {high:g}, got {value!r}") from None
+
+
+def number(name: str, value: object, *, low: float = 0.0, low_open: bool = True, high: float = 1e15) -> float:
+    """A finite number within ``(low, high]`` (huge ints refused with ``ValueError``, not ``OverflowError``)."""
+    try:
+        return check_number(name, value, low=low, low_open=low_open, high=high)
+    except OverflowError:
+        raise ValueError(f"{name} must be a finite number <= {high:g}, got {value!r}") from None
+
+
+def ttl_ms(value: object) -> int:
+    """``key_ttl`` in whole milliseconds for ``PEXPIRE`` (> 0 and <= ten years)."""
+    return math.ceil(seconds("key_ttl", value, high=_MAX_TTL) * 1000)
+
+
+def check_parts(clock: object, events: object = None, rng: object = None) -> None:
+    """Refuse a clock without ``now``/``sleep``, an event bus that is not one, or an ``rng`` that cannot be called.
+
+    Raises:
+        TypeError: naming the parameter and what it got.
+    """
+    if clock is not None and not (callable(getattr(clock, "now", None)) and callable(getattr(clock, "sleep", None))):
+        raise TypeError(f"clock must have now() and async sleep(seconds), got {clock!r}")
+    if events is not None and not isinstance(events, EventBus):
+        raise TypeError(f"events must be an asyncretry.EventBus, got {events!r}")
+    if rng is not None and not callable(rng):
+        raise TypeError(f"rng must be a callable returning floats in [0, 1), got {rng!r}")
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def as_backend(redis_: RedisBackend | Client | str) -> RedisBackend:
     """The backend given, or a new one with default options for a URL or a client."""
     if isinstance(redis_, RedisBackend):
         return redis_
-    if isinstance(redis_, (str, redis.asyncio.Redis)):
+    if isinstance(redis_, (str, redis.asyncio.Redis, redis.asyncio.RedisCluster)):
         return RedisBackend(redis_)
-    raise TypeError(f"redis must be a RedisBackend, a redis.asyncio.Redis client or a URL, got {redis_!r}")
+    raise TypeError(
+        f"redis must be a RedisBackend, a redis.asyncio.Redis or RedisCluster client or a URL, got {redis_!r}"
+    )
 
 
 class _Link:
@@ -337,7 +561,7 @@ class _Link:
 
     def __init__(
         self,
-        redis_: RedisBackend | redis.asyncio.Redis | str,
+        redis_: RedisBackend | Client | str,
         *,
         kind: str,
         name: str,
@@ -347,8 +571,11 @@ class _Link:
         fallback: str,
     ) -> None:
         check_choice("on_unavailable", on_unavailable, _CHOICES)
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty str (it names the Redis key), got {name!r}")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str (it names the Redis key), got {name!r} ({type(name).__name__})")
+        if not name:
+            raise ValueError("name must be a non-empty str (it names the Redis key), got ''")
+        check_parts(clock, events)
         self.backend = as_backend(redis_)
         self.key = self.backend.key(kind, name)
         self.kind = kind
@@ -389,7 +616,7 @@ class _Link:
                 raise BackendUnavailable(
                     f"Redis is unavailable for {self.kind} {self.name!r} ({down.error}); "
                     + ("this operation needs Redis" if strict else "failing closed (on_unavailable='fail_closed')")
-                    + f"; the backend tries again in {self.backend.statistics().next_probe_in:.3g} s"
+                    + f"; the backend tries again in {self.backend.next_probe_in(self.key):.3g} s"
                 ) from down.__cause__
             return None
         self.round_trips += 1

@@ -1,5 +1,9 @@
 """RedisCircuitBreaker: one circuit breaker for a whole fleet, its state machine run by a script on Redis.
 
+It implements :class:`~asyncretry._primitives._shared.RemoteBreaker` (``await acquire()``,
+``await record(success=, probe=)``, a synchronous ``release(probe)``) and holds a local
+:class:`~asyncretry.CircuitBreaker` with the same config as its fail-open fallback.
+
 The rules are :class:`~asyncretry.CircuitBreaker`'s (failure ratio over a sliding window of ten time
 buckets, consecutive failures, growing breaks, half-open probes); the state and the window live in one
 Redis hash and every operation is one script on the server's clock. So failures seen by any process count
@@ -16,16 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any
 
-import redis.asyncio
-
-from .._events import BreakerStateChanged, EventBus
+from .._events import GLOBAL_EVENTS, BreakerStateChanged, EventBus
 from .._exceptions import CircuitOpenError
 from .._primitives._breaker import BreakerState, BreakerStatistics, CircuitBreaker, CircuitBreakerConfig
 from .._primitives._clock import DEFAULT_CLOCK, Clock
-from .._validate import check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, text
+from ._backend import _MAX_DELAY, Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, seconds, text, ttl_ms
 from ._scripts import BREAKER
 
 __all__ = ["RedisBreakerStatistics", "RedisCircuitBreaker"]
@@ -74,17 +75,16 @@ class _View:
     seen_at: float = math.nan  # local clock
 
 
-class RedisCircuitBreaker(_Linked, CircuitBreaker):
+class RedisCircuitBreaker(_Linked):
     """A circuit breaker shared through Redis by every process that uses the same ``name``.
 
-    The engine drives it through the remote-state protocol: ``await acquire_async()`` before an attempt
-    and ``await record_async(success=..., probe=...)`` after it, one round trip each; a cancelled probe
-    is handed back by :meth:`release`, deferred to the next round trip. The synchronous
-    :meth:`statistics` and :attr:`state` answer from the last round trip (the engine reads
-    ``retry_after`` there), extrapolating the end of a break on the local clock.
+    Ask :meth:`acquire` before an attempt and :meth:`record` after it, one round trip each; a cancelled
+    probe is handed back by :meth:`release`, deferred to the next round trip. :meth:`statistics` and
+    :attr:`state` answer from the last round trip (the engine reads ``retry_after`` there),
+    extrapolating the end of a break on the local clock; :meth:`refresh` asks the server.
 
     Args:
-        redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
+        redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` / ``RedisCluster`` client, or a URL.
         config: trip, break and probe settings (every process must use the same); defaults to
             ``CircuitBreakerConfig()``.
         name: names the shared breaker (the Redis key ``{prefix}breaker:{name}``), errors and events.
@@ -92,20 +92,23 @@ class RedisCircuitBreaker(_Linked, CircuitBreaker):
             local in-process breaker that starts closed; ``"fail_closed"`` rejects them with
             :class:`~asyncretry.BackendUnavailable`. Outcomes are never refused: while Redis is away they
             go to the local breaker (fail open) or are dropped (fail closed).
-        probe_lease: seconds after which an unreported probe's slot is freed (> 0, default 60).
-        key_ttl: seconds an unused breaker is kept on Redis (> 0, default 600); an open circuit is kept
-            at least until its break ends, an isolated one until it is reset.
+        probe_lease: seconds after which an unreported probe's slot is freed (> 0 and <= 86400, default 60).
+        key_ttl: seconds an unused breaker is kept on Redis (> 0 and <= ten years, default 600); an open
+            circuit is kept at least until its break ends, an isolated one until it is reset.
         clock: the time source; defaults to the running loop's clock.
         events: where :class:`~asyncretry.BreakerStateChanged` and the backend's events go.
+
+    Raises:
+        ValueError: a setting is out of range (the message names it).
+        TypeError: a setting has the wrong type.
     """
 
-    __slots__ = ("_args", "_link", "_released", "_view")
+    __slots__ = ("_args", "_clock", "_events", "_link", "_local", "_released", "_view")
 
-    remote: ClassVar[bool] = True
 
     def __init__(
         self,
-        redis: RedisBackend | redis.asyncio.Redis | str,
+        redis: RedisBackend | Client | str,
         config: CircuitBreakerConfig | None = None,
         *,
         name: str = "breaker",
@@ -115,37 +118,49 @@ class RedisCircuitBreaker(_Linked, CircuitBreaker):
         clock: Clock | None = None,
         events: EventBus | None = None,
     ) -> None:
-        super().__init__(config, clock=clock, name=name, events=events)
-        lease = check_seconds("probe_lease", probe_lease, low_open=True)
-        ttl_ms = math.ceil(check_seconds("key_ttl", key_ttl, low_open=True) * 1000)
+        if config is not None and not isinstance(config, CircuitBreakerConfig):
+            raise TypeError(f"config must be a CircuitBreakerConfig, got {config!r}")
+        lease = seconds("probe_lease", probe_lease, high=_MAX_DELAY)
+        key_ttl_ms = ttl_ms(key_ttl)
+        self._clock = clock if clock is not None else DEFAULT_CLOCK
+        self._events = events if events is not None else GLOBAL_EVENTS
         self._link = _Link(
             redis, kind="breaker", name=name, on_unavailable=on_unavailable, events=events,
-            clock=clock if clock is not None else DEFAULT_CLOCK, fallback="a local in-process circuit breaker",
+            clock=self._clock, fallback="a local in-process circuit breaker",
         )
-        c = self._config
+        self._local = CircuitBreaker(config, clock=clock, name=name, events=events)
+        c = self._local.config
         self._args = (
             fmt(c.failure_ratio), c.minimum_throughput, fmt(_seconds(c.sampling_duration)),
             c.consecutive_failures if c.consecutive_failures is not None else -1,
             fmt(_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(_seconds(c.max_break_duration)),
-            c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), ttl_ms,
+            c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), key_ttl_ms,
         )
         self._released = 0  # cancelled probes, reported with the next round trip
-        self._view = _View(break_duration=self._base_break)
+        self._view = _View(break_duration=_seconds(c.break_duration))
+
+    @property
+    def name(self) -> str:
+        """The breaker's name (its Redis key is ``{prefix}breaker:{name}``)."""
+        return self._link.name
+
+    @property
+    def config(self) -> CircuitBreakerConfig:
+        """The breaker's settings."""
+        return self._local.config
 
     @property
     def state(self) -> BreakerState:
         """The fleet breaker's state as of the last round trip (open turns half-open when its break is over)."""
         if self._link.degraded:
-            return super().state
+            return self._local.state
         return self._extrapolated()[0]
 
-    # -- the remote-state protocol
-
-    async def acquire_async(self) -> bool:
+    async def acquire(self) -> bool:
         """Ask the fleet breaker to admit one attempt; one round trip.
 
         Returns:
-            True for a half-open probe, False for a normal call; pass it to :meth:`record_async`.
+            True for a half-open probe, False for a normal call; pass it to :meth:`record`.
 
         Raises:
             CircuitOpenError: the circuit is open, isolated, or half-open with every probe slot taken.
@@ -153,37 +168,37 @@ class RedisCircuitBreaker(_Linked, CircuitBreaker):
         """
         reply = await self._run(_ACQUIRE)
         if reply is None:
-            return CircuitBreaker.acquire(self)
+            return self._local.acquire()
         result = int(reply[0])
         if result < 0:
             view = self._view
             raise CircuitOpenError(name=self.name, state=view.state.value, retry_after=view.retry_after)
         return result == 1
 
-    async def record_async(self, *, success: bool, probe: bool) -> None:
+    async def record(self, *, success: bool, probe: bool) -> None:
         """Report an admitted attempt's outcome to the fleet breaker; one round trip, never fails closed."""
         reply = await self._run(_SUCCESS if success else _FAILURE, probe, report=True)
         if reply is None and not self._link.fail_closed:
             if success:
-                CircuitBreaker.record_success(self, probe)
+                self._local.record_success(probe)
             else:
-                CircuitBreaker.record_failure(self, probe)
+                self._local.record_failure(probe)
 
     def release(self, probe: bool) -> None:
         """Hand back a probe's slot (the attempt was cancelled); reported with the next round trip."""
         if probe:
             self._released += 1
-            CircuitBreaker.release(self, probe)  # in case the probe came from the local fallback
+            self._local.release(probe)  # in case the probe came from the local fallback
 
-    async def isolate_async(self) -> None:
-        """Force the fleet's circuit open until :meth:`reset_async` (the key is kept until then).
+    async def isolate(self) -> None:
+        """Force the fleet's circuit open until :meth:`reset` (the key is kept until then).
 
         Raises:
             BackendUnavailable: Redis cannot be reached (an administrative call never falls back).
         """
         await self._run(_ISOLATE, strict=True)
 
-    async def reset_async(self) -> None:
+    async def reset(self) -> None:
         """Close the fleet's circuit and forget its samples and grown break.
 
         Raises:
@@ -191,44 +206,22 @@ class RedisCircuitBreaker(_Linked, CircuitBreaker):
         """
         await self._run(_RESET, strict=True)
 
-    async def refresh(self) -> BreakerStatistics:
+    async def refresh(self) -> RedisBreakerStatistics:
         """Read the fleet breaker's state now (one round trip) and return :meth:`statistics`."""
         await self._run(_PEEK, report=True)
         return self.statistics()
-
-    # -- the synchronous calls that would need the server
-
-    def acquire(self) -> bool:
-        """Not available on a shared breaker (it needs a round trip): use ``await acquire_async()``."""
-        raise TypeError(self._sync_refused("acquire_async()"))
-
-    def record_success(self, probe: bool, *, now: float | None = None) -> None:
-        """Not available on a shared breaker: use ``await record_async(success=True, probe=...)``."""
-        raise TypeError(self._sync_refused("record_async(success=True, probe=...)"))
-
-    def record_failure(self, probe: bool) -> None:
-        """Not available on a shared breaker: use ``await record_async(success=False, probe=...)``."""
-        raise TypeError(self._sync_refused("record_async(success=False, probe=...)"))
-
-    def isolate(self) -> None:
-        """Not available on a shared breaker: use ``await isolate_async()``."""
-        raise TypeError(self._sync_refused("isolate_async()"))
-
-    def reset(self) -> None:
-        """Not available on a shared breaker: use ``await reset_async()``."""
-        raise TypeError(self._sync_refused("reset_async()"))
 
     def statistics(self) -> RedisBreakerStatistics:
         """Return the fleet breaker as of the last round trip (the local fallback's while degraded)."""
         link = self._link
         if link.degraded:
-            local = super().statistics()
+            local = self._local.statistics()
             values: dict[str, Any] = {
                 "state": local.state, "failures": local.failures, "successes": local.successes,
-                "consecutive_failures": local.consecutive_failures, "opened_at": local.opened_at,
-                "retry_after": local.retry_after, "break_duration": local.break_duration,
-                "probes_in_flight": local.probes_in_flight, "times_opened": local.times_opened,
-                "rejected": local.rejected,
+                "failure_ratio": local.failure_ratio, "consecutive_failures": local.consecutive_failures,
+                "opened_at": local.opened_at, "retry_after": local.retry_after,
+                "break_duration": local.break_duration, "probes_in_flight": local.probes_in_flight,
+                "times_opened": local.times_opened, "rejected": local.rejected,
             }
         else:
             view = self._view
@@ -236,15 +229,12 @@ class RedisCircuitBreaker(_Linked, CircuitBreaker):
             total = view.failures + view.successes
             values = {
                 "state": state, "failures": view.failures, "successes": view.successes,
+                "failure_ratio": view.failures / total if total else 0.0,
                 "consecutive_failures": view.consecutive, "opened_at": view.opened_at,
                 "retry_after": retry_after, "break_duration": view.break_duration,
                 "probes_in_flight": view.in_flight, "times_opened": view.times_opened,
                 "rejected": view.rejected,
             }
-            values["failure_ratio"] = view.failures / total if total else 0.0
-        if "failure_ratio" not in values:
-            total = values["failures"] + values["successes"]
-            values["failure_ratio"] = values["failures"] / total if total else 0.0
         return RedisBreakerStatistics(
             name=self.name, degraded=link.degraded, round_trips=link.round_trips, fallbacks=link.fallbacks, **values
         )
@@ -259,12 +249,6 @@ class RedisCircuitBreaker(_Linked, CircuitBreaker):
         )
 
     # -- internals
-
-    def _sync_refused(self, instead: str) -> str:
-        return (
-            f"{type(self).__name__} keeps its state on Redis and cannot answer synchronously; "
-            f"use `await breaker.{instead}` (the retry engine's async driver does)"
-        )
 
     def _extrapolated(self) -> tuple[BreakerState, float]:
         view = self._view

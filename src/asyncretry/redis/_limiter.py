@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar
 
 import redis.asyncio
 
@@ -132,7 +131,6 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         "_view",
     )
 
-    remote: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -1,12 +1,9 @@
 """RedisRetryQuota: the AWS retry quota ("retry token bucket") shared by a fleet through Redis.
 
-The engine uses it through the remote-state protocol (``remote = True``): it awaits
-:meth:`~RedisRetryQuota.try_acquire_async` to pay for a retry, :meth:`~RedisRetryQuota.release_async` to
-refund on success, and :meth:`~RedisRetryQuota.acquire` in waiting mode. Each is one script on the
-server. The two synchronous mutators the engine may call are deferred: :meth:`~RedisRetryQuota.release`
-(the refund of a retry cancelled before it started) and :meth:`~RedisRetryQuota.try_acquire` (a first
-attempt's ``initial_try_cost``, answered from the last known balance); both travel, as one net amount,
-with the quota's next round trip.
+It implements :class:`~asyncretry._primitives._shared.RemoteQuota`: every question that needs the
+server is a coroutine (:meth:`~RedisRetryQuota.try_acquire`, :meth:`~RedisRetryQuota.acquire`,
+:meth:`~RedisRetryQuota.release`), one script each. It holds a local :class:`~asyncretry.RetryQuota`
+with the same config as its fail-open fallback, and does not pretend to be one.
 """
 
 from __future__ import annotations
@@ -14,16 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar
 
-import redis.asyncio
-
-from .._events import EventBus
-from .._exceptions import RetryCapacityExceeded
+from .._events import GLOBAL_EVENTS, EventBus, QuotaExhausted, QuotaRestored
+from .._exceptions import BackendUnavailable, RetryCapacityExceeded
 from .._primitives._clock import DEFAULT_CLOCK, Clock
+from .._primitives._kinds import OutcomeKind
 from .._primitives._quota import QuotaStatistics, RetryQuota, RetryQuotaConfig
 from .._validate import check_number, check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
+from ._backend import Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
 from ._scripts import QUOTA
 
 __all__ = ["RedisQuotaStatistics", "RedisRetryQuota"]
@@ -37,7 +32,7 @@ _RECHECK = 0.1
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RedisQuotaStatistics(QuotaStatistics):
-    """A snapshot of a :class:`RedisRetryQuota` (the counters are this process's).
+    """A snapshot of a :class:`RedisRetryQuota` (the counters are this process's, fallback included).
 
     Attributes:
         available: the shared balance at the last round trip (plus deferred amounts); the local
@@ -52,7 +47,7 @@ class RedisQuotaStatistics(QuotaStatistics):
     fallbacks: int
 
 
-class RedisRetryQuota(_Linked, RetryQuota):
+class RedisRetryQuota(_Linked):
     """A retry quota shared through Redis: an outage gets a bounded number of retries across the fleet.
 
     With 500 tokens and retries at 5, a total outage lets 100 retries through *in the whole fleet*,
@@ -65,25 +60,31 @@ class RedisRetryQuota(_Linked, RetryQuota):
     an in-process quota whose idle scope the retrier evicted.
 
     Args:
-        redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
+        redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` / ``RedisCluster`` client, or a URL.
         config: costs, capacity and refill; defaults to ``RetryQuotaConfig()`` (the 2020 profile).
         name: names the shared quota (its Redis key), its errors, statistics and events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) pays for retries
             from a local in-process quota with the same config; ``"fail_closed"`` raises
             :class:`~asyncretry.BackendUnavailable` when a retry asks to be paid for. Refunds never
             fail: they go to the local quota (fail open) or wait for Redis (fail closed).
-        key_ttl: seconds an unused quota is kept on Redis (> 0, default 600).
+        key_ttl: seconds an unused quota is kept on Redis (> 0 and <= ten years, default 600).
         clock: the time source; defaults to the running loop's clock.
         events: where the quota's and the backend's events go; defaults to the global bus.
+
+    Raises:
+        ValueError: a setting is out of range (the message names it).
+        TypeError: a setting has the wrong type.
     """
 
-    __slots__ = ("_delta", "_key_ttl_ms", "_link", "_remote_at", "_remote_tokens", "_remote_waiting")
+    __slots__ = (
+        "_acquired", "_clock", "_config", "_delta", "_events", "_exhausted", "_key_ttl_ms", "_link", "_local",
+        "_refused", "_refused_cost", "_released", "_remote_at", "_remote_tokens", "_waiting",
+    )
 
-    remote: ClassVar[bool] = True
 
     def __init__(
         self,
-        redis: RedisBackend | redis.asyncio.Redis | str,
+        redis: RedisBackend | Client | str,
         config: RetryQuotaConfig | None = None,
         *,
         name: str = "quota",
@@ -92,44 +93,49 @@ class RedisRetryQuota(_Linked, RetryQuota):
         clock: Clock | None = None,
         events: EventBus | None = None,
     ) -> None:
-        super().__init__(config, clock=clock, name=name, events=events)
-        self._key_ttl_ms = math.ceil(check_seconds("key_ttl", key_ttl, low_open=True) * 1000)
+        if config is not None and not isinstance(config, RetryQuotaConfig):
+            raise TypeError(f"config must be a RetryQuotaConfig, got {config!r}")
+        self._key_ttl_ms = ttl_ms(key_ttl)
+        self._clock = clock if clock is not None else DEFAULT_CLOCK
         self._link = _Link(
             redis, kind="quota", name=name, on_unavailable=on_unavailable, events=events,
-            clock=clock if clock is not None else DEFAULT_CLOCK, fallback="a local in-process retry quota",
+            clock=self._clock, fallback="a local in-process retry quota",
         )
-        self._delta = 0.0  # deferred synchronous refunds minus debits, sent with the next round trip
+        self._local = RetryQuota(config, clock=clock, name=name, events=events)
+        self._config = self._local.config
+        self._events = events if events is not None else GLOBAL_EVENTS
+        self._delta = 0.0  # deferred refunds minus debits, sent with the next round trip
         self._remote_tokens = float(self._config.max_capacity)
         self._remote_at = math.nan
-        self._remote_waiting = 0
+        self._acquired = 0.0
+        self._released = 0.0
+        self._refused = 0
+        self._waiting = 0
+        self._exhausted = False
+        self._refused_cost = 0.0
+
+    @property
+    def name(self) -> str:
+        """The quota's name (its Redis key is ``{prefix}quota:{name}``)."""
+        return self._link.name
+
+    @property
+    def config(self) -> RetryQuotaConfig:
+        """The quota's settings."""
+        return self._config
 
     @property
     def available(self) -> float:
         """The shared balance as last seen (with the refill since and deferred amounts); local while degraded."""
         if self._link.degraded:
-            return self._bucket.available
+            return self._local.available
         return self._estimate()
 
-    def try_acquire(self, n: float) -> bool:
-        """Take ``n`` tokens, judged on the last known balance; the debit is sent with the next round trip.
+    def cost_of(self, kind: OutcomeKind) -> int:
+        """What a retry after an outcome of this kind costs (see :meth:`RetryQuota.cost_of`); no round trip."""
+        return self._local.cost_of(kind)
 
-        The engine calls this only for a first attempt's ``initial_try_cost`` (0 by default); use
-        :meth:`try_acquire_async` for an exact answer.
-        """
-        n = self._check_cost(n)
-        if self._link.degraded:
-            return super().try_acquire(n)
-        if n == 0:
-            return True
-        if self._estimate() + 1e-9 >= n:
-            self._delta -= n
-            self._acquired += n
-            return True
-        self._refused += 1
-        self._exhaust(n)
-        return False
-
-    async def try_acquire_async(self, n: float) -> bool:
+    async def try_acquire(self, n: float) -> bool:
         """Take ``n`` tokens from the shared quota if it holds them; one round trip.
 
         Returns:
@@ -137,13 +143,14 @@ class RedisRetryQuota(_Linked, RetryQuota):
 
         Raises:
             BackendUnavailable: Redis cannot be reached and the quota fails closed.
+            ValueError: ``n`` is out of range.
         """
         n = self._check_cost(n)
         if n == 0:
             return True
         reply = await self._run(_TAKE, n)
         if reply is None:
-            return super().try_acquire(n)
+            return self._local.try_acquire(n)
         if reply[0]:
             self._acquired += n
             self._restore_if_able()
@@ -175,19 +182,19 @@ class RedisRetryQuota(_Linked, RetryQuota):
         if n == 0:
             return
         if self._config.circuit_breaker_mode:
-            if not await self.try_acquire_async(n):
+            if not await self.try_acquire(n):
                 raise RetryCapacityExceeded(available=self.available, cost=n, name=self.name)
             return
         clock = self._clock
         deadline = math.inf if timeout is None else clock.now() + timeout
         first = True
-        self._remote_waiting += 1
+        self._waiting += 1
         try:
             while True:
                 reply = await self._run(_TAKE, n)
                 if reply is None:
                     left = None if deadline == math.inf else max(0.0, deadline - clock.now())
-                    await super().acquire(n, timeout=left)
+                    await self._local.acquire(n, timeout=left)
                     return
                 paid, wait = reply
                 if paid:
@@ -202,29 +209,22 @@ class RedisRetryQuota(_Linked, RetryQuota):
                     raise RetryCapacityExceeded(available=self.available, cost=n, name=self.name)
                 await clock.sleep(min(wait, _RECHECK, deadline - now))
         finally:
-            self._remote_waiting -= 1
+            self._waiting -= 1
             self._restore_if_able()
 
-    def release(self, n: float) -> None:
-        """Give ``n`` tokens back: sent with the quota's next round trip (to the local quota while failed open)."""
-        n = check_number("n", n, low=0.0)
-        if self._link.degraded and not self._link.fail_closed:
-            super().release(n)
-            return
-        if n:
-            self._delta += n
-            self._released += n
-        self._restore_if_able()
+    async def release(self, n: float) -> None:
+        """Give ``n`` tokens back to the shared quota now (a success); one round trip, never fails closed.
 
-    async def release_async(self, n: float) -> None:
-        """Give ``n`` tokens back to the shared quota now (a success); one round trip, never fails closed."""
+        While Redis is out of reach the tokens go to the local quota (fail open) or are kept for the
+        next round trip (fail closed), so a refund is never counted twice.
+        """
         n = check_number("n", n, low=0.0)
         if n == 0 and not self._delta:
             return
         reply = await self._run(_GIVE, n, report=True)
         if reply is None:
             if not self._link.fail_closed:
-                super().release(n)
+                self._local.release(n)
             elif not self._link.maybe_sent:
                 self._delta += n  # kept for Redis (there is no local quota in use), sent at most once
                 self._released += n
@@ -232,30 +232,56 @@ class RedisRetryQuota(_Linked, RetryQuota):
         self._released += n
         self._restore_if_able()
 
-    def time_until_available(self, n: float) -> float:
-        """Seconds until ``n`` tokens would be there by refill alone, from the last known balance."""
-        n = self._check_cost(n)
-        if self._link.degraded:
-            return super().time_until_available(n)
-        missing = n - self._estimate()
-        if missing <= 1e-9:
-            return 0.0
-        refill = self._config.refill_units_per_second
-        return missing / refill if refill > 0 else math.inf
+    def release_later(self, n: float) -> None:
+        """Give ``n`` tokens back without a round trip: they travel with the quota's next one.
+
+        For code that cannot await (a retry cancelled after it was paid for). While failed open, the
+        tokens go to the local quota at once.
+        """
+        n = check_number("n", n, low=0.0)
+        if self._link.degraded and not self._link.fail_closed:
+            self._local.release(n)
+            return
+        if n:
+            self._delta += n
+            self._released += n
+        self._restore_if_able()
+
+    async def reset(self) -> None:
+        """Fill the fleet's quota to ``max_capacity`` now (after an incident, say).
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached (an administrative call never falls back).
+        """
+        kept = self._delta
+        self._delta = kept + self._config.max_capacity  # the script clamps the balance to the capacity
+        try:
+            await self._run(_PEEK, 0.0, strict=True)
+        except BackendUnavailable:
+            if not self._link.maybe_sent:
+                self._delta = kept
+            raise
+        self._restore_if_able()
+
+    async def refresh(self) -> RedisQuotaStatistics:
+        """Read the shared balance now (one round trip) and return :meth:`statistics`."""
+        await self._run(_PEEK, 0.0, report=True)
+        return self.statistics()
 
     def statistics(self) -> RedisQuotaStatistics:
         """Return a snapshot: the shared balance as last seen and this process's counters."""
         self._restore_if_able()
         link = self._link
+        local = self._local.statistics()
         return RedisQuotaStatistics(
             name=self.name,
             available=self.available,
             capacity=self._config.max_capacity,
-            acquired_total=self._acquired,
-            released_total=self._released,
-            refused=self._refused,
-            exhausted=self._exhausted,
-            waiting=self._waiting + self._remote_waiting,
+            acquired_total=self._acquired + local.acquired_total,
+            released_total=self._released + local.released_total,
+            refused=self._refused + local.refused,
+            exhausted=local.exhausted if link.degraded else self._exhausted,
+            waiting=self._waiting + local.waiting,
             degraded=link.degraded,
             round_trips=link.round_trips,
             fallbacks=link.fallbacks,
@@ -272,11 +298,25 @@ class RedisRetryQuota(_Linked, RetryQuota):
 
     # -- internals
 
+    def _check_cost(self, n: float) -> float:
+        return check_number("n", n, low=0.0, high=self._config.max_capacity)
+
+    def _exhaust(self, cost: float) -> None:
+        if self._exhausted:
+            self._refused_cost = min(self._refused_cost, cost)
+            return
+        self._exhausted = True
+        self._refused_cost = cost
+        if self._events.wants(QuotaExhausted):
+            self._events.emit(QuotaExhausted(
+                time=self._clock.now(), source=self.name, available=self.available, cost=cost,
+            ))
+
     def _restore_if_able(self) -> None:
-        if self._exhausted and self._waiting == 0 and self._remote_waiting == 0 and (
-            self.available >= self._refused_cost
-        ):
-            self._restore()
+        if self._exhausted and self._waiting == 0 and self.available >= self._refused_cost:
+            self._exhausted = False
+            if self._events.wants(QuotaRestored):
+                self._events.emit(QuotaRestored(time=self._clock.now(), source=self.name, available=self.available))
 
     def _estimate(self) -> float:
         tokens = self._remote_tokens
@@ -285,14 +325,21 @@ class RedisRetryQuota(_Linked, RetryQuota):
             tokens += max(0.0, self._clock.now() - self._remote_at) * refill
         return max(0.0, min(float(self._config.max_capacity), tokens + self._delta))
 
-    async def _run(self, op: int, n: float, *, report: bool = False) -> tuple[bool, float] | None:
+    async def _run(
+        self, op: int, n: float, *, report: bool = False, strict: bool = False
+    ) -> tuple[bool, float] | None:
         config = self._config
         delta, self._delta = self._delta, 0.0
         args = (
             op, fmt(n), config.max_capacity, fmt(config.refill_units_per_second), fmt(delta), self._key_ttl_ms
         )
         # Deferred amounts go at most once (see _Link): a cancelled or failed round trip may have run anyway.
-        reply = await self._link.run(QUOTA, args, report=report)
+        try:
+            reply = await self._link.run(QUOTA, args, report=report, strict=strict)
+        except BackendUnavailable:
+            if not self._link.maybe_sent and not strict:
+                self._delta += delta
+            raise
         if reply is None:
             if not self._link.maybe_sent:
                 self._delta += delta
