@@ -52,8 +52,8 @@ class HedgingConfig:
         samples: how many recent latencies the quantile is computed from (10 to 10,000). Default 200.
         max_hedges: hedges a call may send while its first attempt runs (>= 1, at most 10): the k-th one
             after k delays. Default 1. Hedges count towards the policy's ``max_attempts``.
-        budget_ratio: hedges allowed per hedged call over ``budget_window`` (> 0 and <= 1): 0.1 means at
-            most 10% extra requests. Default 0.1.
+        budget_ratio: hedges allowed per hedged call over ``budget_window`` (> 0, at most ``max_hedges``):
+            0.1 means at most 10% extra requests. Default 0.1.
         budget_window: seconds over which the budget counts calls and hedges (> 0, at most a day), or a
             ``timedelta``. Default 10.
 
@@ -80,7 +80,9 @@ class HedgingConfig:
         check_int("samples", self.samples, low=10, high=10_000)
         check_int("min_samples", self.min_samples, low=1, high=self.samples)
         check_int("max_hedges", self.max_hedges, low=1, high=10)
-        s(self, "budget_ratio", check_number("budget_ratio", self.budget_ratio, low=0.0, high=1.0, low_open=True))
+        s(self, "budget_ratio", check_number(
+            "budget_ratio", self.budget_ratio, low=0.0, high=float(self.max_hedges), low_open=True,
+        ))
         s(self, "budget_window", check_seconds("budget_window", self.budget_window, low_open=True, high=86_400.0))
         # No floor: a quiet client earns hedges like a busy one, so extra requests stay within the ratio.
         s(self, "budget", RetryBudgetConfig(
