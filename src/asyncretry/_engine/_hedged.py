@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from .._events import HedgeSent
@@ -194,6 +195,9 @@ class _Race(Generic[T]):
         wait = at - clock.now()
         if wait > 0.0:
             await clock.sleep(wait)
+        # An answer due at the same instant goes first: a hedge is for an attempt that has not answered
+        # *after* the delay (with a quantile delay, answers at exactly the delay are common in tests).
+        await anyio.lowlevel.checkpoint()
         self._sender.send_nowait(_TICK)
 
     def _launch(self, group: TaskGroup, attempt: Attempt) -> None:
