@@ -34,6 +34,7 @@ PAGES = [
     "docs/aws.md",
     "docs/testing.md",
     "docs/cli.md",
+    "docs/hedging.md",
 ]
 
 
