@@ -23,6 +23,7 @@ BENCHMARKS = (
     ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter (issue 5)"),
     ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry (issue 5)"),
     ("bench_budget", "retry budget vs AWS quota vs tenacity: outage load, brown-out goodput (issue 18)"),
+    ("bench_hedging", "hedged requests against a slow tail: p50/p99 and extra requests (issue 18)"),
     ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
     ("bench_observability", "success path with and without OpenTelemetry (issue 7)"),
 )
