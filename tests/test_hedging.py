@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,14 +21,18 @@ from asyncretry import (
     Attempt,
     AttemptFinished,
     AttemptTimeout,
+    BreakerStatistics,
+    CircuitBreaker,
     Classifier,
     Event,
     FixedBackoff,
     HedgeSent,
     HedgingConfig,
     OutcomeKind,
+    QuotaStatistics,
     Retrier,
     RetryPolicy,
+    RetryQuota,
     history_of,
     retry,
 )
@@ -406,3 +411,74 @@ def test_synchronous_code_cannot_hedge() -> None:
         shared.call_sync(lambda: 1)
     with pytest.raises(ValueError, match="hedging"):
         retry(RetryPolicy(hedging=hedging()))(lambda: 1)
+
+
+# ------------------------------------------------------------------------------- remote shared state
+class AwaitedQuota:
+    """A quota kept "on a server" (the RemoteQuota protocol, every change awaited) over an in-process one."""
+
+    def __init__(self) -> None:
+        self.local = RetryQuota()
+        self.name = "awaited"
+        self.config = self.local.config
+
+    @property
+    def available(self) -> float:
+        return self.local.available
+
+    def cost_of(self, kind: OutcomeKind) -> int:
+        return self.local.cost_of(kind)
+
+    async def try_acquire(self, n: float) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return self.local.try_acquire(n)
+
+    async def acquire(self, n: float, *, timeout: float | timedelta | None = None) -> None:
+        await self.local.acquire(n, timeout=timeout)
+
+    async def release(self, n: float) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.local.release(n)
+
+    def statistics(self) -> QuotaStatistics:
+        return self.local.statistics()
+
+
+class AwaitedBreaker:
+    """A closed breaker kept "on a server" (the RemoteBreaker protocol)."""
+
+    name = "awaited"
+
+    async def acquire(self) -> bool:
+        return False
+
+    async def record(self, *, success: bool, probe: bool) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    def release(self, probe: bool) -> None:
+        pass
+
+    def statistics(self) -> BreakerStatistics:
+        return CircuitBreaker().statistics()
+
+
+async def test_a_hedged_call_pays_and_refunds_a_remote_quota() -> None:
+    """With the quota on a server: round 1 (the hedge fails first, then #1) pays a retry; round 2's success
+    refunds it: the quota ends where it began."""
+    quota = AwaitedQuota()
+    policy = RetryPolicy(hedging=hedging(), backoff=FixedBackoff(0.5), classifier=TRANSIENT)
+    shared = Retrier(policy, quota=quota)
+    op = Script((0.3, Unavailable("1")), (0.05, Unavailable("2")), 0.01)
+    result, elapsed = await timed(lambda: shared.call(op))
+    assert (result, elapsed) == (3, approx(0.81))
+    assert quota.available == quota.config.max_capacity
+    stats = shared.statistics()
+    assert (stats.attempts, stats.hedges, stats.retries) == (3, 1, 1)
+
+
+async def test_a_scope_with_a_remote_breaker_is_not_hedged() -> None:
+    """A breaker on a server would cost a round trip per hedge: such a scope's calls are sent once."""
+    op = Script(1.0)
+    policy = RetryPolicy(hedging=hedging(), quota=False, classifier=TRANSIENT)
+    result, elapsed = await timed(lambda: Retrier(policy, breaker=AwaitedBreaker()).call(op))
+    assert (result, elapsed, len(op.started)) == (1, approx(1.0), 1)
