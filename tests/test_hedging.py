@@ -482,3 +482,11 @@ async def test_a_scope_with_a_remote_breaker_is_not_hedged() -> None:
     policy = RetryPolicy(hedging=hedging(), quota=False, classifier=TRANSIENT)
     result, elapsed = await timed(lambda: Retrier(policy, breaker=AwaitedBreaker()).call(op))
     assert (result, elapsed, len(op.started)) == (1, approx(1.0), 1)
+
+
+async def test_results_are_judged_by_the_policy_as_without_hedging() -> None:
+    """retry_if_result applies to every attempt of a hedged call: a hedge answering "not ready" does not win."""
+    classifier = Classifier(transient=(Unavailable,), retry_if_result=lambda result: result == 2)
+    op = Script(0.3, 0.01)
+    result, elapsed = await timed(lambda: retrier(classifier=classifier).call(op))
+    assert (result, elapsed) == (1, approx(0.3))

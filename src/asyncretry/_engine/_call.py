@@ -484,8 +484,6 @@ class Call:
         if self._hedges or self._overlapped:
             records = _hedged_records(rows, delays, self._hedges, self._overlapped)
             ended = max((r.started + r.duration for r in records), default=self.retrier.clock.now())
-            return RetryHistory(scope=self.scope.key, attempts=records, elapsed=ended - self.started,
-                                gave_up=self.gave_up)
         else:
             records = tuple(
                 AttemptRecord(
@@ -494,7 +492,7 @@ class Call:
                 )
                 for i, (n, s, d, k, r, e) in enumerate(rows)
             )
-        ended = records[-1].started + records[-1].duration if records else self.retrier.clock.now()
+            ended = records[-1].started + records[-1].duration if records else self.retrier.clock.now()
         return RetryHistory(
             scope=self.scope.key, attempts=records, elapsed=ended - self.started, gave_up=self.gave_up
         )

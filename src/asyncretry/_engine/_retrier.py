@@ -258,7 +258,13 @@ class Retrier:
     ) -> T:
         attempts = self.attempts(scope=scope)
         if self.policy.hedging is not None:
-            result = await attempts.hedged(self.policy.hedging, lambda _attempt: fn(*args, **kwargs))
+
+            async def send(attempt: Attempt) -> T:
+                value = await fn(*args, **kwargs)
+                attempt.result = value  # for the policy's retry_if_result
+                return value
+
+            result = await attempts.hedged(self.policy.hedging, send)
             if attempts.gave_up is not None:
                 raise attempts.result_error()
             return result
