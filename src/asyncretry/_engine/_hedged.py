@@ -50,7 +50,7 @@ Send = Callable[[Attempt], Awaitable[T]]
 Discard = Callable[[T], Awaitable[None]]
 """Releases a result nobody will read (a losing or failed response: closed, its connection freed)."""
 
-_TICK = object()  # the hedging delay passed
+_TICK = object()  # the hedging delay passed without an answer
 _SUCCESS = OutcomeKind.SUCCESS
 
 
@@ -134,14 +134,13 @@ class _Race(Generic[T]):
         self._launch(group, first)
         delay = state.delay()
         hedges = 0
-        self._schedule(group, first._started + delay)
         while True:
-            item = await self._receiver.receive()
+            item = await self._next(self._wait(first._started + (hedges + 1) * delay, hedges))
             if item is _TICK:
-                if hedges < state.config.max_hedges and self._hedge(group, first):
+                if self._hedge(group, first):
                     hedges += 1
-                    if hedges < state.config.max_hedges:
-                        self._schedule(group, first._started + (hedges + 1) * delay)
+                else:
+                    hedges = state.config.max_hedges  # refused now: no more hedges this round
                 continue
             attempt, value, error = item
             del self.running[attempt.number]
@@ -160,6 +159,34 @@ class _Race(Generic[T]):
             await self._report(attempt, outcome.kind, outcome.reason, now)
             call.overlapped(attempt.number, attempt._started, outcome, error, now)
             await _drop(self.discard, value)
+
+    def _wait(self, at: float, hedges: int) -> float | None:
+        """Seconds until the next hedge is due at ``at`` (the retrier's clock); ``None`` when none may follow
+        (all sent, or the call's deadline comes first)."""
+        if hedges >= self.state.config.max_hedges:
+            return None
+        call = self.call
+        now = call.retrier.clock.now()
+        remaining = call.remaining(now)
+        wait = max(0.0, at - now)
+        return wait if remaining is None or wait < remaining else None
+
+    async def _next(self, wait: float | None) -> Any:
+        """The next answer, or ``_TICK`` when ``wait`` seconds pass first (timed like ``attempt_timeout``: on
+        the event loop's clock, without a task of its own)."""
+        receiver = self._receiver
+        if wait is None:
+            return await receiver.receive()
+        if wait > 0.0:
+            with anyio.move_on_after(wait):
+                return await receiver.receive()
+        # An answer due at the same instant goes first: a hedge is for an attempt that has not answered
+        # *after* the delay (with a quantile delay, answers at exactly the delay are common in tests).
+        await anyio.lowlevel.checkpoint()
+        try:
+            return receiver.receive_nowait()
+        except anyio.WouldBlock:
+            return _TICK
 
     def _hedge(self, group: TaskGroup, lead: Attempt) -> bool:
         """Send a hedge now if the call has attempts left, time before its deadline and the state admits it."""
@@ -181,24 +208,6 @@ class _Race(Generic[T]):
             ))
         self._launch(group, attempt)
         return True
-
-    def _schedule(self, group: TaskGroup, at: float) -> None:
-        """A tick at ``at`` (the retrier's clock), unless the call's deadline comes first."""
-        call = self.call
-        now = call.retrier.clock.now()
-        remaining = call.remaining(now)
-        if remaining is None or at - now < remaining:
-            group.start_soon(self._tick, at)
-
-    async def _tick(self, at: float) -> None:
-        clock = self.call.retrier.clock
-        wait = at - clock.now()
-        if wait > 0.0:
-            await clock.sleep(wait)
-        # An answer due at the same instant goes first: a hedge is for an attempt that has not answered
-        # *after* the delay (with a quantile delay, answers at exactly the delay are common in tests).
-        await anyio.lowlevel.checkpoint()
-        self._sender.send_nowait(_TICK)
 
     def _launch(self, group: TaskGroup, attempt: Attempt) -> None:
         self.running[attempt.number] = attempt
@@ -242,8 +251,7 @@ class _Race(Generic[T]):
                 item = self._receiver.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream):
                 break
-            if item is not _TICK:
-                late.append(item[1])
+            late.append(item[1])
         self._receiver.close()
         for value in late:
             await _drop(self.discard, value)
