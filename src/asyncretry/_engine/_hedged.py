@@ -16,7 +16,9 @@ hedging delay passes without an answer, the round sends a hedge (another attempt
   (``discard`` closes it).
 
 The attempts only send and report (a memory stream to the task running the round); judging and every
-decision happen in that one task, so the call's state never changes under two tasks at once.
+decision happen in that one task, so the call's state never changes under two tasks at once. The
+hedging delay bounds that task's wait for an answer, on the event loop's clock (as ``attempt_timeout``
+bounds an attempt), so a round needs no timer task.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class _Race(Generic[T]):
                     await self._referee(group, first)
                 except Exception as error:  # raised here, not wrapped in the task group's ExceptionGroup
                     self._failure = error
-                group.cancel_scope.cancel()  # the losers (their sends close what they got) and the timer
+                group.cancel_scope.cancel()  # the losers (their sends close what they got)
         finally:
             await self._close()
         if self._failure is not None:
