@@ -158,7 +158,7 @@ class HedgeStatistics:
         calls: hedged calls since the state was made (calls that could hedge; most do not need to).
         hedges: hedges sent since the state was made.
         refused: hedges the budget refused.
-        budget: the budget's own snapshot.
+        budget: the hedge budget's own snapshot (its ``retries`` are hedges, its ``requests`` hedged calls).
     """
 
     delay: float
