@@ -75,6 +75,9 @@ def test_no_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
          "argument --duration: must be longer than the last change of --capacity (60 s), got 30"),
         (["simulate", "--scenario", "step-down", "--duration", "60"],
          "argument --duration: must be longer than the last change of --scenario step-down (60 s)"),
+        (["simulate", "--hedge", "p100"], "argument --hedge: expected seconds (> 0 and <= 60) or a percentile"),
+        (["simulate", "--hedge", "0"], "argument --hedge: must be a number > 0 and <= 60 s, got 0"),
+        (["simulate", "--slow", "2"], "argument --slow: must be a number >= 0 and <= 1, got 2"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_argument(
@@ -223,6 +226,20 @@ def test_simulate_runs_a_custom_capacity_script(capsys: pytest.CaptureFixture[st
     assert status == 0
     assert "an outage (every request 503) from 5 s" in out.replace("\n", " ")
     assert "standard" in out
+
+
+def test_simulate_compares_hedged_twins_against_a_slow_tail(capsys: pytest.CaptureFixture[str]) -> None:
+    """--hedge p90 adds a hedged twin of each configuration that retries; against --slow 0.05 its p99 is shorter."""
+    status, out, _ = run(
+        capsys, "simulate", "--scenario", "steady", "--duration", "30", "--clients", "10", "--rate", "2",
+        "--transient", "0", "--slow", "0.05", "--configs", "none,standard", "--hedge", "p90",
+    )
+    assert status == 0
+    rows = [line.split("│") for line in out.splitlines() if line.startswith("│")]
+    names = [row[1].strip() for row in rows if row[1].strip()]
+    assert names[:3] == ["no retries", "standard", "standard +"]  # "no retries" has no attempt to spare
+    p99 = {row[1].strip(): row[9].strip() for row in rows if row[1].strip()}
+    assert (p99["standard"], p99["standard +"]) == ("400 ms", "40 ms")
 
 
 # --- the demo's parts

@@ -69,6 +69,7 @@ CLASSES = _public_classes()
 REQUIRED: dict[str, dict[str, Any]] = {
     "AsyncTokenBucket": {"rate": 1.0, "capacity": 1.0},
     "FixedBackoff": {"delay": 0.5},
+    "HedgingConfig": {"delay": 0.1},
     "SequenceRandom": {"values": [0.5]},
     "TestMode": {"max_attempts": None, "no_wait": True},
 }

@@ -26,6 +26,7 @@ from asyncretry import (
     CircuitBreakerConfig,
     EventBus,
     FixedBackoff,
+    HedgingConfig,
     NoBackoff,
     Retrier,
     RetryCapacityExceeded,
@@ -480,6 +481,57 @@ async def test_a_server_directed_delay_is_marked(telemetry: Telemetry, instrumen
         scoped(ORIGIN, asyncretry__outcome="throttling", asyncretry__server_directed=True): (1, 3.0),
     }
     assert found["asyncretry.throttles"] == {scoped(ORIGIN, error__type="HTTP 429"): 1}
+
+
+def _slow_then(*latencies: float, statuses: tuple[int, ...] = ()) -> httpx.MockTransport:
+    """A mock server whose n-th send takes ``latencies[n-1]`` (virtual) seconds and answers ``statuses[n-1]``."""
+    sent: list[int] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(len(sent) + 1)
+        number = len(sent)
+        await anyio.sleep(latencies[number - 1])
+        return httpx.Response(statuses[number - 1] if number <= len(statuses) else 200)
+
+    return httpx.MockTransport(handle)
+
+
+@pytest.mark.anyio
+async def test_a_hedge_is_a_resend_a_span_event_and_counted(
+    telemetry: Telemetry, instrumentation: otel.Instrumentation
+) -> None:
+    """A GET hedged after 0.1 s: http.request.resend_count=1, an asyncretry.hedge event, asyncretry.hedges=1."""
+    policy = RetryPolicy(hedging=HedgingConfig(delay=0.1, budget_ratio=1.0))
+    transport = AsyncRetryTransport(_slow_then(1.0, 0.05), policy=policy)
+    instrumentation.observe(transport)
+    with telemetry.tracer.start_as_current_span("GET"):
+        assert (await _get(transport)).status_code == 200
+    (span,) = telemetry.spans()
+    assert span.attributes == {"http.request.resend_count": 1}
+    assert [(e.name, dict(e.attributes or {})) for e in span.events] == [
+        ("asyncretry.hedge", {
+            "asyncretry.scope": "https://api.example:443", "asyncretry.attempt": 2, "asyncretry.hedging": 1,
+            "asyncretry.delay": pytest.approx(0.1),
+            "asyncretry.target": "GET https://api.example/items",
+        }),
+    ]
+    found = telemetry.metrics()
+    assert found["asyncretry.hedges"] == {scoped(ORIGIN): 1}
+    assert found["asyncretry.attempts"] == {scoped(ORIGIN, asyncretry__outcome="success"): 1}
+
+
+@pytest.mark.anyio
+async def test_an_attempt_ending_after_a_later_hedge_never_lowers_the_resend_count(
+    telemetry: Telemetry, instrumentation: otel.Instrumentation
+) -> None:
+    """Hedges #2 and #3 go out; #2 fails, then #1 answers: the resend count stays 2 (three sends)."""
+    policy = RetryPolicy(hedging=HedgingConfig(delay=0.1, max_hedges=2, budget_ratio=2.0))
+    transport = AsyncRetryTransport(_slow_then(0.3, 0.15, 1.0, statuses=(200, 503, 200)), policy=policy)
+    instrumentation.observe(transport)
+    with telemetry.tracer.start_as_current_span("GET"):
+        assert (await _get(transport)).status_code == 200
+    (span,) = telemetry.spans()
+    assert span.attributes == {"http.request.resend_count": 2}
 
 
 def test_the_sync_transport_sets_the_resend_count_too(telemetry: Telemetry) -> None:

@@ -23,6 +23,7 @@ from ._events import BudgetRestored as BudgetRestored
 from ._events import Event as Event
 from ._events import EventBus as EventBus
 from ._events import GaveUp as GaveUp
+from ._events import HedgeSent as HedgeSent
 from ._events import LimiterRateChanged as LimiterRateChanged
 from ._events import Listener as Listener
 from ._events import QuotaExhausted as QuotaExhausted
@@ -100,6 +101,8 @@ from ._engine._classify import error_code_of as error_code_of
 from ._engine._decorator import retry as retry
 from ._engine._env import EnvSettings as EnvSettings
 from ._engine._env import settings_from_env as settings_from_env
+from ._engine._hedging import HedgeStatistics as HedgeStatistics
+from ._engine._hedging import HedgingConfig as HedgingConfig
 from ._engine._history import AttemptRecord as AttemptRecord
 from ._engine._history import RetryHistory as RetryHistory
 from ._engine._history import history_of as history_of
@@ -162,6 +165,9 @@ __all__ = [
     "GLOBAL_EVENTS",
     "GaveUp",
     "GiveUpInfo",
+    "HedgeSent",
+    "HedgeStatistics",
+    "HedgingConfig",
     "LimiterRateChanged",
     "LimiterStatistics",
     "LinearBackoff",

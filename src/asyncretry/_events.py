@@ -38,6 +38,7 @@ __all__ = [
     "Event",
     "EventBus",
     "GaveUp",
+    "HedgeSent",
     "Listener",
     "LimiterRateChanged",
     "QuotaExhausted",
@@ -165,6 +166,26 @@ class GaveUp(Event):
         if self.attempts <= 1 and (why == "not_retryable" or why == "max_attempts"):
             return logging.DEBUG
         return logging.WARNING
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HedgeSent(Event):
+    """A hedged call sent attempt ``attempt`` while attempt ``hedging`` had not answered after ``delay`` s. DEBUG.
+
+    Hedges are routine by design (a p95 delay hedges about 5% of calls, within the hedge budget): the
+    ``asyncretry.hedges`` metric counts them; the log line is detail.
+
+    Attributes:
+        attempt: the hedge's attempt number.
+        hedging: the number of the attempt it hedges (the first attempt of the round, still running).
+        delay: seconds since that attempt began.
+        target: what the call is, when an integration says (``"GET https://host:443/path"``).
+    """
+
+    attempt: int
+    hedging: int
+    delay: float
+    target: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

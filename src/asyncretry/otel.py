@@ -21,6 +21,9 @@ scope is an origin such as ``https://api.example:443``, the httpx transports' de
 * ``asyncretry.retry.delay`` (histogram, ``s``): ``asyncretry.outcome``, ``asyncretry.server_directed``.
 * ``asyncretry.give_ups`` (counter, ``{call}``): ``asyncretry.why``, ``asyncretry.outcome``, ``error.type``.
 * ``asyncretry.throttles`` (counter, ``{response}``): ``error.type``.
+* ``asyncretry.hedges`` (counter, ``{attempt}``): hedges sent (attempts sent while an earlier attempt of the
+  same call still ran, :class:`~asyncretry.HedgingConfig`); they are counted in ``asyncretry.attempts`` too
+  once they end (a hedge cancelled because another attempt answered first ends in no outcome).
 * ``asyncretry.quota.exhaustions`` (counter, ``{episode}``).
 * ``asyncretry.budget.exhaustions`` (counter, ``{episode}``): times a retry budget refused a retry (once per
   episode, until it allows one again).
@@ -41,9 +44,12 @@ Span events on the current span, when it is recording: ``asyncretry.retry`` for 
 (``asyncretry.attempt``: the attempt that failed, ``asyncretry.delay``, ``asyncretry.outcome``,
 ``error.type``, ``asyncretry.server_directed``, ``asyncretry.scope``) and ``asyncretry.give_up`` when a
 call gives up after retrying or is refused (``asyncretry.why``, ``asyncretry.attempts``,
-``asyncretry.outcome``, ``error.type``, ``asyncretry.elapsed``, ``asyncretry.scope``). For an observed
-httpx transport, a request that was resent sets ``http.request.resend_count`` on the current span
-(the OpenTelemetry HTTP semantic conventions).
+``asyncretry.outcome``, ``error.type``, ``asyncretry.elapsed``, ``asyncretry.scope``), and
+``asyncretry.hedge`` for each hedge (``asyncretry.attempt``: the hedge's number, ``asyncretry.hedging``: the
+attempt still running, ``asyncretry.delay``, ``asyncretry.scope``). For an observed httpx transport, a
+request that was resent (retried or hedged) sets ``http.request.resend_count`` on the current span (the
+OpenTelemetry HTTP semantic conventions): the number of sends after the first, never lowered by an attempt
+that ends later than a hedge sent after it.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ from ._events import (
     Event,
     EventBus,
     GaveUp,
+    HedgeSent,
     QuotaExhausted,
     RetryScheduled,
     Throttled,
@@ -130,6 +137,7 @@ class _Meters:
         self.retries: dict[tuple[str, str, str], int] = {}  # (scope, outcome, reason)
         self.give_ups: dict[tuple[str, str, str, str], int] = {}  # (scope, why, outcome, reason)
         self.throttles: dict[tuple[str, str], int] = {}  # (scope, reason)
+        self.hedges: dict[str, int] = {}  # scope
         self.exhaustions: dict[str, int] = {}  # scope
         self.budget_exhaustions: dict[str, int] = {}  # scope
         self.transitions: dict[tuple[str, str], int] = {}  # (scope, new state)
@@ -146,6 +154,8 @@ class _Meters:
             ("asyncretry.give_ups", "{call}", "Calls that ended in failure, by why retrying stopped.",
              self._count_give_ups),
             ("asyncretry.throttles", "{response}", "Responses classified as throttling.", self._count_throttles),
+            ("asyncretry.hedges", "{attempt}", "Hedges sent: attempts sent while an earlier one still ran.",
+             self._count_hedges),
             ("asyncretry.quota.exhaustions", "{episode}",
              "Times a retry quota ran dry (once per episode, until it can pay again).", self._count_exhaustions),
             ("asyncretry.budget.exhaustions", "{episode}",
@@ -204,6 +214,9 @@ class _Meters:
             Observation(n, {**_scope_attributes(scope), "error.type": reason})
             for (scope, reason), n in self._totals(self.throttles)
         ]
+
+    def _count_hedges(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.hedges)]
 
     def _count_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.exhaustions)]
@@ -423,6 +436,7 @@ class Instrumentation:
             RetryScheduled: self._retry_scheduled,
             GaveUp: self._gave_up,
             Throttled: self._throttled,
+            HedgeSent: self._hedge_sent,
             QuotaExhausted: self._quota_exhausted,
             BudgetExhausted: self._budget_exhausted,
             BreakerStateChanged: self._breaker_changed,
@@ -576,6 +590,21 @@ class Instrumentation:
         with meters.counting:
             counts[key] = counts.get(key, 0) + 1
 
+    def _hedge_sent(self, event: HedgeSent) -> None:
+        meters = self._meters
+        counts = meters.hedges
+        with meters.counting:
+            counts[event.source] = counts.get(event.source, 0) + 1
+        if self._spans:
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.add_event("asyncretry.hedge", _with_target(event.target, {
+                    "asyncretry.scope": event.source,
+                    "asyncretry.attempt": event.attempt,
+                    "asyncretry.hedging": event.hedging,
+                    "asyncretry.delay": event.delay,
+                }))
+
     def _quota_exhausted(self, event: QuotaExhausted) -> None:
         meters = self._meters
         counts = meters.exhaustions
@@ -604,12 +633,24 @@ def _with_target(target: str | None, attributes: dict[str, Any]) -> dict[str, An
     return attributes
 
 
+_RESEND_COUNT = "http.request.resend_count"
+
+
 def _resend_count(event: Event) -> None:
-    """On an httpx transport's bus: a resent request sets ``http.request.resend_count`` on the current span."""
-    if type(event) is AttemptFinished and event.attempt > 1:
+    """On an httpx transport's bus: a resent request sets ``http.request.resend_count`` on the current span.
+
+    A hedge is a send too; an attempt that ends after a later one was sent (a hedged call's) never
+    lowers the count.
+    """
+    kind = type(event)
+    if (kind is AttemptFinished or kind is HedgeSent) and event.attempt > 1:  # type: ignore[attr-defined]
         span = trace.get_current_span()
         if span.is_recording():
-            span.set_attribute("http.request.resend_count", event.attempt - 1)
+            count = event.attempt - 1  # type: ignore[attr-defined]
+            attributes = getattr(span, "attributes", None)  # an SDK span shows what it holds
+            before = attributes.get(_RESEND_COUNT) if attributes is not None else None
+            if not isinstance(before, int) or before < count:
+                span.set_attribute(_RESEND_COUNT, count)
 
 
 def _retrier_of(target: object) -> tuple[Retrier | None, bool, Any]:

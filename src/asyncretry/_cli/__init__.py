@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
-from ._args import capacity_schedule, choice_list, integer, number, png_path
+from ._args import capacity_schedule, choice_list, hedge_after, integer, number, png_path
 from ._common import CommandError, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
                           help="adaptive limiter profiles to compare, comma-separated, from: "
                           + ", ".join(_limiter_profiles()))
     simulate.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")
+    simulate.add_argument("--slow", type=number(0, 1), default=0.0,
+                          help="the fraction of served requests that take 20x the service time (a latency tail)")
+    simulate.add_argument("--hedge", type=hedge_after, metavar="SECONDS|pNN",
+                          help="also run each configuration that retries with hedged requests: a second send after "
+                          "SECONDS without an answer, or after the NN-th percentile of recent latencies (p90); "
+                          "at most 10%% extra requests")
     simulate.add_argument("--plot", type=png_path, metavar="FILE.png",
                           help="also draw send rate, capacity and the limiter's fill rate over time")
     simulate.set_defaults(module="_simulate", parser=simulate)

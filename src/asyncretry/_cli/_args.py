@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["capacity_schedule", "choice_list", "number", "integer", "png_path"]
+__all__ = ["capacity_schedule", "choice_list", "hedge_after", "number", "integer", "png_path"]
 
 
 def integer(low: int, high: int) -> Callable[[str], int]:
@@ -88,6 +88,22 @@ def capacity_schedule(text: str) -> tuple[tuple[float, float], ...]:
         if after <= before:
             raise argparse.ArgumentTypeError(f"start times must increase, got {before:g} then {after:g}")
     return tuple(pairs)
+
+
+def hedge_after(text: str) -> tuple[str, float]:
+    """``SECONDS`` (a fixed hedging delay, > 0 and <= 60) or ``pNN`` (a percentile of recent latencies, 1 to 99):
+    ``("delay", seconds)`` or ``("quantile", q)``."""
+    expected = "expected seconds (> 0 and <= 60) or a percentile such as p95 (p1 to p99)"
+    text = text.strip().lower()
+    if text.startswith("p"):
+        try:
+            percentile = int(text[1:])
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+        if not 1 <= percentile <= 99:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+        return "quantile", percentile / 100
+    return "delay", number(0.0, 60.0, low_open=True, unit="s")(text)
 
 
 def png_path(text: str) -> Path:

@@ -88,6 +88,8 @@ class DemoServer:
         burst: the token bucket's size, as seconds of capacity (> 0). Default 0.2.
         retry_after: the ``Retry-After`` of a ``429``, whole seconds (>= 0). Default 1.
         bin_width: the trace's resolution, seconds (> 0). Default 0.25.
+        slow: the fraction of admitted requests that take ``20 * latency`` instead, in ``[0, 1]``: a latency
+            tail, what hedged requests are for. Default 0.
         rng: the random source for transient failures (default: a ``random.Random(0)``).
         clock: the time source (default: the running event loop's clock).
     """
@@ -99,6 +101,7 @@ class DemoServer:
     retry_after: int = 1
     bin_width: float = 0.25
     rng: RandomSource = field(default_factory=lambda: random.Random(0).random)
+    slow: float = 0.0
     clock: Clock = DEFAULT_CLOCK
     trace: ServerTrace = field(init=False)
     _start: float = field(init=False, default=0.0)
@@ -110,6 +113,7 @@ class DemoServer:
         check_number("burst", self.burst, low=0.0, low_open=True)
         check_number("retry_after", self.retry_after, low=0.0)
         check_number("bin_width", self.bin_width, low=0.0, low_open=True)
+        check_number("slow", self.slow, low=0.0, high=1.0)
         self.trace = ServerTrace.empty(self.scenario.duration, self.bin_width)
         self._bucket = SimulatedServer(self.scenario, burst=self.burst)
 
@@ -132,6 +136,8 @@ class DemoServer:
             return 429, 0.0
         if self.transient and self.rng() < self.transient:
             return 503, self.latency
+        if self.slow and self.rng() < self.slow:
+            return 200, 20 * self.latency
         return 200, self.latency
 
     async def respond(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:

@@ -19,6 +19,7 @@ import anyio
 import httpx
 from rich.console import Console
 
+from .._engine._hedging import HedgingConfig
 from .._simulation import SCENARIOS, Scenario
 from ..testing import virtual_time_loop
 from ._common import UsageError, pyplot
@@ -59,13 +60,30 @@ def scenario_from(args: argparse.Namespace, demand: float) -> Scenario:
     return Scenario(name=name, schedule=schedule, duration=duration)
 
 
+def hedged(configs: list[Configuration], hedge: tuple[str, float], latency: float) -> list[Configuration]:
+    """Each configuration that retries, and after it its twin with hedged requests (``--hedge``)."""
+    kind, value = hedge
+    fallback = value if kind == "delay" else max(0.001, 3 * latency)  # until 20 latencies are known
+    config = HedgingConfig(delay=fallback, quantile=value if kind == "quantile" else None)
+    how = f"after {value:g} s" if kind == "delay" else f"after the p{round(value * 100)} of recent latencies"
+    result: list[Configuration] = []
+    for c in configs:
+        result.append(c)
+        if c.policy.max_attempts > 1:  # a hedge is an attempt: one attempt leaves no room for it
+            result.append(Configuration(
+                f"{c.name} + hedging", c.policy.replace(hedging=config),
+                f"{c.description}; a second send {how} without an answer (<= 10% extra)",
+            ))
+    return result
+
+
 async def _simulate(
     configuration: Configuration, workload: Workload, scenario: Scenario, latency: float, transient: float,
-    on_tick: Callable[[Tally], None],
+    on_tick: Callable[[Tally], None], slow: float = 0.0,
 ) -> RunResult:
     server = DemoServer(
         scenario, latency=latency, transient=transient, rng=random.Random(workload.seed).random,
-        bin_width=max(0.25, scenario.duration / 200),
+        bin_width=max(0.25, scenario.duration / 200), slow=slow,
     )
     transport = httpx.MockTransport(server.handle)
     return await run_configuration(configuration, workload, server, transport, "http://server.invalid",
@@ -80,14 +98,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     scenario = scenario_from(args, workload.demand)
     workload = dataclasses.replace(workload, duration=scenario.duration)
     configs = configurations(args.configs, profiles=args.profile)
-    probe = DemoServer(scenario, latency=args.latency, transient=args.transient)
+    if args.hedge is not None:
+        configs = hedged(configs, args.hedge, args.latency)
+    probe = DemoServer(scenario, latency=args.latency, transient=args.transient, slow=args.slow)
     console.print("[bold]asyncretry simulate[/bold] (virtual time): " + describe(workload, probe))
     started = time.perf_counter()
     results: list[RunResult] = []
     with live_progress(console, configs, scenario.duration, unit="virtual s") as tick_for:
         for index, configuration in enumerate(configs):
             results.append(anyio.run(
-                _simulate, configuration, workload, scenario, args.latency, args.transient, tick_for(index),
+                _simulate, configuration, workload, scenario, args.latency, args.transient, tick_for(index), args.slow,
                 backend="asyncio", backend_options={"loop_factory": virtual_time_loop},
             ))
     elapsed = time.perf_counter() - started

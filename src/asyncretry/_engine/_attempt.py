@@ -127,6 +127,12 @@ class Attempt:
             outcome = judge(outcome)
         return outcome
 
+    def timed_out(self, timeout: float) -> AttemptTimeout:
+        """The error of an attempt that its own time limit (``timeout`` seconds) cut short, marked as a timeout."""
+        error = AttemptTimeout(timeout)
+        self._marked = Outcome(OutcomeKind.TIMEOUT, "attempt timeout", error)
+        return error
+
     # --------------------------------------------------------------------- async with / with
     async def __aenter__(self) -> Attempt:
         call = self._attempts
@@ -146,8 +152,7 @@ class Attempt:
             self._cancel = None
             if cancel.__exit__(exc_type, exc, tb) and exc is not None:
                 # Our own per-attempt deadline cancelled the work: a timeout, judged like any failure.
-                exc = AttemptTimeout(call.last_timeout)
-                self._marked = Outcome(OutcomeKind.TIMEOUT, "attempt timeout", exc)
+                exc = self.timed_out(call.last_timeout)
                 if not await call.end(self, exc):
                     raise exc
                 return True

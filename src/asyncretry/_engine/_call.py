@@ -98,6 +98,10 @@ class Call:
     # The attempts that failed: (number, started, duration, kind, reason, repr of the error).
     _records: tuple[()] | list[tuple[int, float, float, OutcomeKind, str, str | None]] = ()
     _final: tuple[int, float, float] | None = None  # the attempt that succeeded: number, started, ended
+    # Hedged calls only (._hedged): the attempts sent as hedges, and those that ended while another attempt
+    # of the call still ran (no delay follows them; the history gives them none).
+    _hedges: tuple[()] | set[int] = ()
+    _overlapped: tuple[()] | set[int] = ()
     deadline_at = math.inf
     timed = False  # a deadline or a per-attempt timeout: entering an attempt computes its time limit
     no_wait = False
@@ -156,6 +160,48 @@ class Call:
         if number > 1:
             retrier._retries += 1  # counted when it happens, never when a refusal stops it first
         return number
+
+    def begin_hedge(self) -> int:
+        """Begin another attempt while the current one still runs (a hedge, :mod:`._hedged`); its number."""
+        self.number = number = self.number + 1
+        if self._hedges:
+            self._hedges.add(number)
+        else:
+            self._hedges = {number}
+        retrier = self.retrier
+        retrier._attempts += 1
+        retrier._hedges += 1
+        return number
+
+    def overlapped(self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float) -> None:
+        """A hedged call's attempt failed while another of its attempts still runs: record it, decide nothing
+        (the attempt still running may yet answer)."""
+        kind = outcome.kind
+        events = self.retrier.events
+        if kind is _THROTTLING and self.scope.limiter is None and events.wants(Throttled):
+            events.emit(Throttled(time=now, source=self.scope.key, reason=outcome.reason))
+        if events.wants(AttemptFinished):
+            events.emit(AttemptFinished(
+                time=now, source=self.scope.key, attempt=number, outcome=kind.value, reason=outcome.reason,
+                duration=now - started, target=self.target(),
+            ))
+        if error is not None:
+            self.last_error = error
+        self._overlap(number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
+
+    def lost(self, number: int, started: float, winner: int, now: float) -> None:
+        """A hedged call's attempt was cancelled because attempt ``winner`` answered first."""
+        self._overlap(number, started, now - started, OutcomeKind.CANCELLED, f"attempt #{winner} answered first", None)
+
+    def _overlap(self, *row: Any) -> None:
+        if self._records:
+            self._records.append(row)
+        else:
+            self._records = [row]
+        if self._overlapped:
+            self._overlapped.add(row[0])
+        else:
+            self._overlapped = {row[0]}
 
     def refuse(self, error: Exception, why: str, now: float) -> None:
         """Something refused the next attempt before it began (quota, rate limit, breaker, backend)."""
@@ -226,9 +272,9 @@ class Call:
             self._records = [row]
         if not kind.retryable:
             return self._give_up(outcome, error, "not_retryable", now)
-        if number >= self.max_attempts:
+        if self.number >= self.max_attempts:  # (hedged: the last to end need not be the last begun)
             return self._give_up(outcome, error, "max_attempts", now)
-        self.delay, self._server_directed = self._plan_delay(outcome, kind, number)
+        self.delay, self._server_directed = self._plan_delay(outcome, kind, self.number)
         scope = self.scope
         quota = scope.quota
         cost = quota.cost_of(kind) if quota is not None else 0
@@ -440,14 +486,18 @@ class Call:
             number, started, ended = final
             reason = self.outcome.reason if self.outcome is not None else "ok"
             rows.append((number, started, ended - started, OutcomeKind.SUCCESS, reason, None))
-        records = tuple(
-            AttemptRecord(
-                number=n, started=s, duration=d, kind=k, reason=r,
-                delay_after=delays[i] if i < len(delays) else None, error=e,
+        if self._hedges or self._overlapped:
+            records = _hedged_records(rows, delays, self._hedges, self._overlapped)
+            ended = max((r.started + r.duration for r in records), default=self.retrier.clock.now())
+        else:
+            records = tuple(
+                AttemptRecord(
+                    number=n, started=s, duration=d, kind=k, reason=r,
+                    delay_after=delays[i] if i < len(delays) else None, error=e,
+                )
+                for i, (n, s, d, k, r, e) in enumerate(rows)
             )
-            for i, (n, s, d, k, r, e) in enumerate(rows)
-        )
-        ended = records[-1].started + records[-1].duration if records else self.retrier.clock.now()
+            ended = records[-1].started + records[-1].duration if records else self.retrier.clock.now()
         return RetryHistory(
             scope=self.scope.key, attempts=records, elapsed=ended - self.started, gave_up=self.gave_up
         )
@@ -461,6 +511,26 @@ class Call:
     def retrying(self) -> bool:
         """True after an attempt failed and another will follow (the driver has not begun it yet)."""
         return not self.done and self.number > 0 and not self.in_attempt
+
+
+def _hedged_records(
+    rows: list[tuple[int, float, float, OutcomeKind, str, str | None]], delays: tuple[float, ...] | list[float],
+    hedges: tuple[()] | set[int], overlapped: tuple[()] | set[int],
+) -> tuple[AttemptRecord, ...]:
+    """A hedged call's records, by attempt number: the delays go to the attempts that ended a round of the
+    call (an attempt that ended while another still ran has none after it)."""
+    records: list[AttemptRecord] = []
+    paced = 0
+    for n, s, d, k, r, e in rows:
+        delay = None
+        if n not in overlapped:
+            delay = delays[paced] if paced < len(delays) else None
+            paced += 1
+        records.append(AttemptRecord(
+            number=n, started=s, duration=d, kind=k, reason=r, delay_after=delay, error=e, hedge=n in hedges,
+        ))
+    records.sort(key=lambda record: record.number)
+    return tuple(records)
 
 
 def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:

@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from .._primitives._kinds import OutcomeKind
 from ._classify import Classifier
 from ._policy import RetryPolicy
-from ._retrier import DEFAULT_SCOPE, Retrier
+from ._retrier import _SYNC_HEDGING, DEFAULT_SCOPE, Retrier
 
 __all__ = ["On", "classifier_on", "retry"]
 
@@ -155,6 +155,9 @@ class _Decorator:
 
             wrapper.retrier = shared  # type: ignore[attr-defined]
             return wrapper
+
+        if shared.policy.hedging is not None:
+            raise ValueError(f"@retry on the plain function {fn!r}: {_SYNC_HEDGING}")
 
         @functools.wraps(fn)
         def sync_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -33,13 +33,17 @@ from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
 from ._call import DONE, PAY, RETRY, Call, Judge, Label, settle_locally
+from ._hedged import Discard, Send, run_hedged
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
 
 if TYPE_CHECKING:
+    from ._hedging import HedgingConfig
     from ._retrier import Retrier
 
 __all__ = ["Attempts", "SyncAttempts"]
+
+T = TypeVar("T")
 
 
 def _pay_first(call: Call, scope: Scope) -> None:
@@ -201,6 +205,23 @@ class Attempts(Call):
                 # A remote refund is a round trip: never lose it to the cancellation under way.
                 with anyio.CancelScope(shield=True):
                     await scope.cancel_retry_remote(cost)
+
+    async def hedged(self, config: HedgingConfig, send: Send[T], discard: Discard[T] | None = None) -> T:
+        """Run the whole call with hedges: ``send(attempt)`` for each attempt, concurrently once an attempt
+        has not answered within the hedging delay; the first success wins, the others are cancelled.
+
+        For integrations whose work is safe to run twice at once (the httpx transport's idempotent
+        requests). ``send`` may mark its attempt (:meth:`Attempt.classify_result`); ``discard`` releases a
+        result nobody will read (a losing or failed response). See :mod:`asyncretry._engine._hedged`.
+
+        Returns:
+            The winning result; or the last result when the call gave up on a result (:attr:`gave_up`).
+
+        Raises:
+            Exception: the last attempt's error when the call gave up on one (history attached), or what
+                refused the next attempt (as :meth:`start`).
+        """
+        return await run_hedged(self, config, send, discard)
 
     # -------------------------------------------------------------------------------- end
     async def end(self, attempt: Attempt, error: Exception | None) -> bool:

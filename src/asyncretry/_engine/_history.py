@@ -25,6 +25,8 @@ class AttemptRecord:
         delay_after: the delay before the next attempt (seconds), ``None`` for the last one.
         error: ``repr()`` of the exception it raised, if any (kept as text so that the history never
             keeps exceptions and their tracebacks alive).
+        hedge: the attempt was a hedge, sent while an earlier attempt of the call was still running
+            (:class:`~asyncretry.HedgingConfig`); an attempt that lost the race has kind ``CANCELLED``.
     """
 
     number: int
@@ -34,6 +36,7 @@ class AttemptRecord:
     reason: str
     delay_after: float | None
     error: str | None
+    hedge: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,11 @@ class RetryHistory:
     def retries(self) -> int:
         """Attempts after the first."""
         return max(0, len(self.attempts) - 1)
+
+    @property
+    def hedges(self) -> int:
+        """Attempts sent as hedges (while an earlier attempt still ran)."""
+        return sum(1 for a in self.attempts if a.hedge)
 
     @property
     def total_delay(self) -> float:

@@ -29,6 +29,7 @@ from .._validate import (
     check_seconds,
 )
 from ._classify import DEFAULT_CLASSIFIER, Classifier
+from ._hedging import HedgingConfig
 
 if TYPE_CHECKING:
     from ._classify import Outcome
@@ -101,6 +102,10 @@ class RetryPolicy:
             quota refuses a retry, the call still sleeps the backoff before it gives up, so that a loop
             around it cannot hammer a failing service (AWS's 2026 retry rules). Never after a success, a
             non-retryable error or the last attempt. Needs a retry quota. Default ``False``.
+        hedging: send a hedge (the same call again, concurrently) when an attempt has not answered after a
+            delay, the first success winning (:class:`HedgingConfig`); ``None`` (default) for none. Only for
+            operations safe to run twice at once: :meth:`Retrier.call`, the decorator and the httpx transport
+            (idempotent requests with a body of bytes) use it; the ``async for`` form runs one attempt at a time.
         on_give_up: called (and awaited, if it returns an awaitable) with a :class:`GiveUpInfo` whenever a
             call gives up: SNS's dead-letter queue, so nothing is dropped silently.
         listeners: event listeners registered on every retrier using this policy.
@@ -124,6 +129,7 @@ class RetryPolicy:
     honour_server_delay: bool = True
     honour_amz_retry_after: bool | None = None
     long_polling: bool = False
+    hedging: HedgingConfig | None = None
     on_give_up: GiveUpHook | None = None
     listeners: tuple[Listener, ...] = ()
     # Derived in __post_init__ so that the hot path reads plain attributes.
@@ -212,6 +218,8 @@ class RetryPolicy:
         check_bool("honour_amz_retry_after", self.honour_amz_retry_after)
         if self.on_give_up is not None:
             check_callable("on_give_up", self.on_give_up)
+        if self.hedging is not None and not isinstance(self.hedging, HedgingConfig):
+            raise TypeError(f"hedging must be a HedgingConfig or None, got {self.hedging!r}")
         s(self, "on_give_up_is_async", inspect.iscoroutinefunction(self.on_give_up))
         s(self, "listeners", check_items("listeners", self.listeners, check_callable, what="listeners"))
 

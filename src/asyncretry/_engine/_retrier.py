@@ -49,6 +49,11 @@ T = TypeVar("T")
 
 DEFAULT_SCOPE = "default"
 
+_SYNC_HEDGING = (
+    "the policy has hedging, which runs attempts concurrently in a task group: use an async function with "
+    "`await retrier.call(...)`, or a policy without hedging (hedging=None) for synchronous code"
+)
+
 _PARTS = {
     "quota": (RetryQuota, RemoteQuota),
     "limiter": (AdaptiveRateLimiter, RemoteLimiter),
@@ -63,7 +68,8 @@ class RetrierStatistics:
     """Counters of a retrier since it was made, and its scopes.
 
     ``retries`` counts the attempts after the first that really began (a retry refused before it began,
-    by the quota, a rate limit or the breaker, is not one).
+    by the quota, a rate limit or the breaker, is not one). ``hedges`` counts the attempts sent as hedges
+    (:class:`~asyncretry.HedgingConfig`); they are counted in ``attempts`` too, not in ``retries``.
     """
 
     name: str
@@ -74,6 +80,7 @@ class RetrierStatistics:
     failures: int
     evicted_scopes: int
     scopes: tuple[ScopeStatistics, ...]
+    hedges: int = 0
 
 
 class Retrier:
@@ -103,7 +110,7 @@ class Retrier:
     """
 
     __slots__ = (
-        "_attempts", "_calls", "_failures", "_lock", "_parts", "_retries", "_rng", "_scopes", "_successes",
+        "_attempts", "_calls", "_failures", "_hedges", "_lock", "_parts", "_retries", "_rng", "_scopes", "_successes",
         "clock", "events", "name", "policy",
     )
 
@@ -151,7 +158,7 @@ class Retrier:
             check_seconds("scope_idle_timeout", scope_idle_timeout, low_open=True),
             self._evicted,
         )
-        self._calls = self._attempts = self._retries = self._successes = self._failures = 0
+        self._calls = self._attempts = self._retries = self._successes = self._failures = self._hedges = 0
         # Synchronous calls from several threads take every step on shared state under this lock.
         self._lock = threading.Lock()
 
@@ -228,6 +235,10 @@ class Retrier:
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``await fn(*args, **kwargs)`` with retries in the default scope and return its result.
 
+        With a policy that has ``hedging`` (:class:`~asyncretry.HedgingConfig`), a call that has not
+        answered after the hedging delay is started again concurrently, and the first success wins
+        (the others are cancelled): give such a policy only for functions that are safe to run twice.
+
         Raises:
             Exception: the last real error when the call gives up, with its history attached
                 (:func:`asyncretry.history_of`).
@@ -247,7 +258,18 @@ class Retrier:
         self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> T:
         attempts = self.attempts(scope=scope)
-        result: T = NOT_SET
+        if self.policy.hedging is not None:
+
+            async def send(attempt: Attempt) -> T:
+                value = await fn(*args, **kwargs)
+                attempt.result = value  # for the policy's retry_if_result
+                return value
+
+            result = await attempts.hedged(self.policy.hedging, send)
+            if attempts.gave_up is not None:
+                raise attempts.result_error()
+            return result
+        result = NOT_SET
         async for attempt in attempts:
             async with attempt:
                 result = await fn(*args, **kwargs)
@@ -269,6 +291,8 @@ class Retrier:
         return self._call_sync(scope, fn, args, kwargs)
 
     def _call_sync(self, scope: str, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        if self.policy.hedging is not None:
+            raise ValueError(_SYNC_HEDGING)
         attempts = self.sync_attempts(scope=scope)
         result: T = NOT_SET
         for attempt in attempts:
@@ -304,6 +328,7 @@ class Retrier:
             failures=self._failures,
             evicted_scopes=self._scopes.evicted,
             scopes=tuple(scope.statistics() for scope in self._scopes.values()),
+            hedges=self._hedges,
         )
 
     def __repr__(self) -> str:

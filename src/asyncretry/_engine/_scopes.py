@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._primitives._breaker import BreakerStatistics, CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
@@ -24,6 +24,9 @@ from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._quota import QuotaStatistics, RetryQuota
 from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, RemoteLimiter, RemoteQuota
+
+if TYPE_CHECKING:
+    from ._hedging import HedgeState, HedgeStatistics, HedgingConfig
 
 __all__ = [
     "AnyBreaker", "AnyBucket", "AnyBudget", "AnyLimiter", "AnyQuota", "Scope", "ScopeStatistics", "ScopeTable",
@@ -77,14 +80,15 @@ class ScopeStatistics:
     rate_limit: BucketStatistics | None
     last_used: float
     budget: BudgetStatistics | None = None
+    hedging: tuple[HedgeStatistics, ...] = ()  # one per hedging configuration used in the scope
 
 
 class Scope:
     """The shared state of one scope (one resource) and the I/O that tells it about attempts."""
 
     __slots__ = (
-        "breaker", "bucket", "budget", "first_cost", "key", "last_used", "limiter", "local", "local_breaker", "quota",
-        "reports", "shares_clock", "success_increment", "unpaced",
+        "breaker", "bucket", "budget", "first_cost", "hedging", "key", "last_used", "limiter", "local", "local_breaker",
+        "quota", "reports", "shares_clock", "success_increment", "unpaced",
     )
 
     def __init__(
@@ -105,6 +109,8 @@ class Scope:
         self.breaker = breaker
         self.bucket = bucket
         self.last_used = now
+        #: hedging state by configuration (:func:`~._hedging.hedge_state`), made when a call first hedges here
+        self.hedging: dict[HedgingConfig, HedgeState] | None = None
         #: every part answers at once (in-process primitives); otherwise the async driver awaits them
         self.local = (
             (quota is None or isinstance(quota, RetryQuota))
@@ -244,6 +250,7 @@ class Scope:
             rate_limit=self.bucket.statistics() if self.bucket is not None else None,
             last_used=self.last_used,
             budget=self.budget.statistics() if self.budget is not None else None,
+            hedging=tuple(state.statistics() for state in self.hedging.values()) if self.hedging else (),
         )
 
 

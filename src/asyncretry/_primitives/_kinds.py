@@ -25,6 +25,8 @@ class OutcomeKind(StrEnum):
     """No response was received (refused, reset, DNS, TLS, protocol error)."""
     NOT_RETRYABLE = "not_retryable"
     """A failure that retrying will not fix (validation, auth, not found, a non-idempotent request)."""
+    CANCELLED = "cancelled"
+    """Only in a call's history: a hedged call's attempt cancelled because another one answered first."""
 
     @property
     def retryable(self) -> bool:

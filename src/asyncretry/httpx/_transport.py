@@ -34,6 +34,7 @@ from .. import (
     Attempt,
     Attempts,
     Clock,
+    HedgingConfig,
     Outcome,
     OutcomeKind,
     RandomSource,
@@ -57,7 +58,7 @@ EXTENSION = "asyncretry"
 """The key of asyncretry's entry in ``request.extensions`` (overrides) and ``response.extensions`` (report)."""
 
 _SUCCESS = OutcomeKind.SUCCESS
-_OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body"})
+_OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body", "hedge"})
 
 ScopeKey = Callable[[httpx.Request], str]
 
@@ -145,6 +146,10 @@ def retry_info(response: httpx.Response) -> RetryInfo:
 
 
 _REPLAYABLE = Replay(True)
+_SYNC_HEDGING = (
+    "hedging sends attempts concurrently, which the synchronous RetryTransport cannot do: use AsyncRetryTransport, "
+    "or a policy without hedging"
+)
 
 
 class _Plan:
@@ -161,6 +166,7 @@ class _Plan:
     read_body: bool
     policy: RetryPolicy | None = None
     idempotent_opt: bool | None = None
+    hedging: HedgingConfig | None = None
 
     def judge(self, outcome: Outcome) -> Outcome:
         """Whether this request may be sent again after a failed attempt (the engine asks on every path)."""
@@ -174,6 +180,41 @@ class _Plan:
 
     def label(self) -> str:
         return describe(self.request)
+
+    def hedge(self, policy: RetryPolicy, asked: object) -> HedgingConfig | None:
+        """The hedging of this request: ``asked`` (the ``"hedge"`` override: a config, True, False or None
+        when not given), else the policy's; only for an idempotent request with a body of bytes.
+
+        Raises:
+            ValueError: hedging was asked for a request that cannot be hedged, or ``True`` without a config.
+            TypeError: the override is not a bool or a :class:`HedgingConfig`.
+        """
+        if asked is False:
+            return None
+        if asked is None or asked is True:
+            config = policy.hedging
+            if config is None:
+                if asked is True:
+                    raise ValueError(
+                        f"request.extensions[{EXTENSION!r}]['hedge'] is True but the policy has no hedging; "
+                        "give a HedgingConfig instead, or a policy with hedging=HedgingConfig(...)"
+                    )
+                return None
+        elif isinstance(asked, HedgingConfig):
+            config = asked
+        else:
+            raise TypeError(f"the 'hedge' override must be True, False or a HedgingConfig, got {asked!r}")
+        # Two attempts at once: the request must be safe to run twice, its body sendable twice at once.
+        why = None
+        if type(self.request.stream) is not httpx.ByteStream:
+            why = "its body is a stream or a file, which cannot be sent twice at once"
+        elif not self.classifier.is_idempotent(self.request, self.idempotent_opt):
+            why = "it is not idempotent (add an Idempotency-Key header, or {'idempotent': True})"
+        if why is None:
+            return config
+        if asked is None:
+            return None  # the policy hedges what it may; this request, like a retry of it, is not sent twice
+        raise ValueError(f"{describe(self.request)} cannot be hedged: {why}")
 
     def rewind(self) -> None:
         """Put a file body back where the first attempt started sending it."""
@@ -261,6 +302,9 @@ class _Base:
             scope = overrides.get("scope")
             plan.idempotent_opt = overrides.get("idempotent")
             plan.read_body = bool(overrides.get("read_body", plan.read_body))
+            plan.hedging = plan.hedge(plan.policy or self.policy, overrides.get("hedge"))
+        elif self.policy.hedging is not None:
+            plan.hedging = plan.hedge(self.policy, None)
         plan.scope = scope if scope is not None else self._scope_key(request)
         return plan
 
@@ -356,7 +400,9 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
 
     Per-request overrides go in ``request.extensions["asyncretry"]``: ``{"retry": False}``,
     ``{"policy": RetryPolicy(...)}``, ``{"scope": "orders-table"}``, ``{"idempotent": True}``,
-    ``{"read_body": True}``. Every response carries a :class:`RetryInfo` (:func:`retry_info`).
+    ``{"read_body": True}``, ``{"hedge": True}`` (the policy's hedging), ``{"hedge": HedgingConfig(...)}`` or
+    ``{"hedge": False}``. A policy with ``hedging`` hedges every idempotent request with a body of bytes (see
+    :class:`~asyncretry.HedgingConfig`). Every response carries a :class:`RetryInfo` (:func:`retry_info`).
 
     Everything the transport raises itself is an ``httpx.HTTPError`` (and still the asyncretry error:
     see :mod:`asyncretry.httpx`).
@@ -390,6 +436,8 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
         attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
+        if plan.hedging is not None:
+            return await self._hedged(request, plan, attempts, plan.hedging)
         response: httpx.Response | None = None
         attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
         try:
@@ -406,6 +454,19 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         except AsyncRetryError as error:
             raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
         assert response is not None
+        response.extensions[EXTENSION] = RetryInfo(attempts)
+        return response
+
+    async def _hedged(
+        self, request: httpx.Request, plan: _Plan, attempts: Attempts, config: HedgingConfig
+    ) -> httpx.Response:
+        """The request with hedges: the same sends, raced; every losing or failed response is closed."""
+        try:
+            response = await attempts.hedged(
+                config, lambda attempt: self._send(attempt, request, plan, attempts), _discard
+            )
+        except AsyncRetryError as error:
+            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
         response.extensions[EXTENSION] = RetryInfo(attempts)
         return response
 
@@ -585,10 +646,14 @@ class RetryTransport(_Base, httpx.BaseTransport):
             )
         if self.policy.on_give_up_is_async:
             raise ValueError("on_give_up must be a plain function for the synchronous RetryTransport")
+        if self.policy.hedging is not None:
+            raise ValueError(_SYNC_HEDGING)
         self._transport = _inner_sync(transport, transport_options)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
+        if plan.hedging is not None:
+            raise ValueError(_SYNC_HEDGING)
         attempts = self.retrier.sync_attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
         response: httpx.Response | None = None
         try:
