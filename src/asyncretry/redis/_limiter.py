@@ -292,7 +292,9 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
             return 0.0
         return max(0.0, (1.0 - self._tokens()) / view.fill_rate)
 
-    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
+    def update(
+        self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
+    ) -> None:
         """Count one response for the fleet (reported with the next round trip); synchronous and cheap.
 
         Args:
@@ -302,7 +304,7 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
                 runs the ``"aws"`` profile, which ignores it).
         """
         # The local shadow, the fail-open fallback, sees every response.
-        AdaptiveRateLimiter.update(self, throttled, reason=reason, sent_at=sent_at)
+        AdaptiveRateLimiter.update(self, throttled, reason=reason, sent_at=sent_at, failed=failed)
         self._reported += 1
         if throttled:
             self._throttled += 1
