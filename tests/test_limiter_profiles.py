@@ -97,6 +97,7 @@ def test_aws_preset_keeps_the_aws_profile_and_plain_adaptive_mode_gets_the_defau
         ("probe_lift", -1, r"probe_lift must be >= 0, got -1"),
         ("outage_probe", 0, r"outage_probe must be > 0 and <= 1, got 0"),
         ("outage_probe", 1.5, r"outage_probe must be > 0 and <= 1, got 1.5"),
+        ("settle_time", 0, r"settle_time must be > 0"),
     ],
 )
 def test_config_rejects_bad_values_naming_the_parameter(field: str, value: Any, message: str) -> None:
@@ -119,6 +120,7 @@ def test_config_normalizes_durations_and_documents_its_defaults() -> None:
     assert default.probe_doubling_time == 0.5
     assert (default.stable_change, default.growth_margin, default.probe_lift) == (0.05, 0.1, 0.01)
     assert (default.burst, default.outage_probe) == (0.1, 0.01)
+    assert default.settle_time == 10.0
 
 
 # --- the rules
@@ -338,28 +340,37 @@ def test_a_client_throttled_before_any_success_starts_from_what_it_sent() -> Non
     assert control.fill_rate > 10 * control._config.min_fill_rate
 
 
+def _hold_after(estimate: float, measured: float, *, counted: float, held_for: float) -> float:
+    """The recovery time a controller picks when ``measured`` follows ``estimate``, which has held
+    ``held_for`` seconds and was measured from ``counted`` successes."""
+    control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+    control.last_max_rate = estimate
+    control._counted = counted
+    control._now = held_for
+    return control._recovery_after(measured)
+
+
 def test_the_hold_after_an_event_shortens_gradually_as_the_estimate_moves() -> None:
     """The recovery time falls continuously from recovery_time (estimate confirmed) to
     quick_recovery_time (moved by stable_change or more): no coin toss at a threshold."""
-    config = AdaptiveLimiterConfig()
-    control = AsyncretryRateController(config, 0.0)
-    control.last_max_rate = 100.0
-    control._counted = 10_000.0
-    holds = [control._recovery_after(100.0 * (1 + change / 1000)) for change in range(0, 80, 5)]
+    holds = [_hold_after(100.0, 100.0 + change / 10, counted=10_000, held_for=60.0) for change in range(80)]
     assert holds[0] == pytest.approx(2.5)
     assert holds[-1] == pytest.approx(0.5)
     assert all(later <= earlier for earlier, later in itertools.pairwise(holds))
-    assert all(abs(later - earlier) < 0.5 for earlier, later in itertools.pairwise(holds))
+    assert all(abs(later - earlier) < 0.2 for earlier, later in itertools.pairwise(holds))
+
+
+def test_the_hold_grows_as_the_estimate_keeps_holding() -> None:
+    """A confirmed estimate earns the full hold only once it has held for settle_time (10 s):
+    a capacity that changes every few seconds is probed every few seconds."""
+    holds = [_hold_after(100.0, 100.0, counted=10_000, held_for=t) for t in (0.0, 2.5, 5.0, 10.0, 60.0)]
+    assert holds == pytest.approx([0.5, 1.0, 1.5, 2.5, 2.5])
 
 
 def test_a_measurement_from_few_successes_is_not_read_as_a_change() -> None:
     """With only a handful of successes counted, a 10% difference is counting noise: the full hold applies."""
-    control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
-    control.last_max_rate = 4.0
-    control._counted = 8.0
-    assert control._recovery_after(4.4) == pytest.approx(2.5)
-    control._counted = 1000.0
-    assert control._recovery_after(4.4) == pytest.approx(0.5)
+    assert _hold_after(4.0, 4.4, counted=8, held_for=60.0) == pytest.approx(2.5)
+    assert _hold_after(4.0, 4.4, counted=1000, held_for=60.0) == pytest.approx(0.5)
 
 
 def test_without_send_times_answers_soon_after_a_decrease_are_echoes() -> None:

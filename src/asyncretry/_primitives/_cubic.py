@@ -52,6 +52,7 @@ _DURATIONS = (
     "quick_recovery_time",
     "probe_doubling_time",
     "burst",
+    "settle_time",
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
 
@@ -114,6 +115,9 @@ class AdaptiveLimiterConfig:
         outage_probe: during an outage (nothing served for ``measurement_window``) the rate drops to
             this fraction of the capacity measured before it (floored at ``min_fill_rate``), in
             ``(0, 1]``; default 0.01.
+        settle_time: the hold after a confirming event grows from ``quick_recovery_time`` to
+            ``recovery_time`` as the estimate stays unchanged for this long, seconds (> 0): a capacity
+            that just changed is probed again soon, one stable for long seldom. Default 10.
 
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
@@ -141,6 +145,7 @@ class AdaptiveLimiterConfig:
     growth_margin: float = 0.1
     probe_lift: float = 0.01
     outage_probe: float = 0.01
+    settle_time: float | timedelta = 10.0
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -477,16 +482,26 @@ class AsyncretryRateController:
        the gap refills the server's burst so that the next probe is cheap.
     4. **Recover, then probe.** The rate climbs back to the capacity along a concave cubic curve in
        ``recovery_time`` (``quick_recovery_time`` when the estimate changed: then it needs checking
-       soon), then probes above it, doubling every ``probe_doubling_time``: a capacity that grew is
-       found within seconds (AWS's cubic curve takes about 20 s to follow a step from 50 to 200/s),
-       and one that did not costs about one throttle per probe.
+       soon; in between, continuously, as the estimate moved and as it has held for ``settle_time``),
+       then probes above it, doubling every ``probe_doubling_time``: a capacity that grew is found
+       within seconds (AWS's cubic curve takes about 20 s to follow a step from 50 to 200/s), and one
+       that did not costs about one throttle per probe. A measurement from few successes (one client
+       of a fleet) is only known to about ``2 / n``: that much change still counts as confirming.
     5. **Cut again only if the decrease was not enough**: a second fresh throttle within
        ``reaction_time`` of a decrease (the capacity fell) cuts the rate to the share of fresh
        responses that succeeded, between ``min_repeat_decrease`` and ``repeat_decrease``. One throttle
        alone is tolerated: right after a decrease the server's bucket is still empty.
-    6. **Outages are not capacity.** When nothing at all was served for ``measurement_window``, the
-       rate drops to ``outage_probe`` (1%) of the capacity measured before, and the first success
-       restores 95% of that capacity at once, instead of climbing from the floor.
+    6. **Outages are not capacity.** When nothing at all was served for ``measurement_window`` and
+       enough answers came back meanwhile to tell (at least 3, and half a window's worth at the current
+       rate: a client back from a long backoff has sent too little), the rate drops to
+       ``outage_probe`` (1%) of the capacity measured before, and the first success restores 95% of
+       that capacity at once, instead of climbing from the floor. A failed attempt (``failed=True``:
+       a 503, a connection error) is neither a throttle nor a success: it never raises the rate.
+    7. **Fleets.** With one limiter per client, each client measures its own share. A client throttled
+       before any success starts from a share of what it sent (not the floor); a client that sent far
+       less than its estimate allowed between two throttles (asleep in a backoff) keeps its estimate
+       rather than reading its idleness as capacity; and the limiter draws a random token phase when
+       it is enabled, so that clients enabled by the same event do not send in step.
 
     The bucket holds ``burst`` seconds of the fill rate (AWS's holds a whole second), so a pause does
     not end in a burst the server would throttle.
@@ -520,6 +535,7 @@ class AsyncretryRateController:
         "_responses",
         "_restart_fraction",
         "_served",
+        "_stable",
         "_start",
         "_starting",
         "_unserved",
@@ -563,6 +579,7 @@ class AsyncretryRateController:
         self._last_good = start
         self._unserved = 0
         self._counted = 0.0
+        self._stable = start
         self.enabled = False
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
@@ -668,9 +685,11 @@ class AsyncretryRateController:
         return self._unserved >= max(_OUTAGE_EVIDENCE, 0.5 * self.fill_rate * self._window)
 
     def _recovery_after(self, capacity: float) -> float:
-        """The recovery time after a measurement: ``recovery_time`` when it confirms the previous one,
-        shortening continuously to ``quick_recovery_time`` as it departs from it by half to all of
-        ``stable_change`` (a hard threshold would turn measurement noise into a coin toss)."""
+        """The recovery time after a measurement: up to ``recovery_time`` when it confirms the previous
+        one, shortening continuously to ``quick_recovery_time`` as it departs from it by half to all of
+        ``stable_change`` (a hard threshold turned measurement noise into a coin toss between 2.5 s and
+        0.5 s); and only as the estimate has held for ``settle_time`` (a capacity that changes every few
+        seconds is probed every few seconds)."""
         config = self._config
         quick = _seconds(config.quick_recovery_time)
         previous = self.last_max_rate
@@ -682,7 +701,10 @@ class AsyncretryRateController:
         tolerance = max(config.stable_change, 2.0 / max(self._counted, 1.0))
         # Full hold up to half the tolerance, the quick one beyond it, linear in between.
         weight = min(1.0, max(0.0, 2.0 - 2.0 * change / tolerance)) if tolerance > 0.0 else float(change == 0.0)
-        return quick + (_seconds(config.recovery_time) - quick) * weight
+        # How long the estimate has held, shrunk as much as this measurement moved it.
+        self._stable = self._now - weight * (self._now - self._stable)
+        settled = min(1.0, (self._now - self._stable) / _seconds(config.settle_time))
+        return quick + (_seconds(config.recovery_time) - quick) * weight * settled
 
     def _start_up(self, now: float) -> None:
         """The first throttles: start from what was served so far (rule 1)."""
