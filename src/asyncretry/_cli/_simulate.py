@@ -23,7 +23,7 @@ from .._simulation import SCENARIOS, Scenario
 from ..testing import virtual_time_loop
 from ._common import UsageError, pyplot
 from ._demo import describe
-from ._report import failure_lines, live_progress, plot_runs, results_table
+from ._report import COLUMNS_NOTE, failure_lines, live_progress, plot_runs, results_table
 from ._server import DemoServer, demo_scenario
 from ._workload import Configuration, RunResult, Tally, Workload, configurations, run_configuration
 
@@ -79,7 +79,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run the simulation; returns the exit status."""
     if args.plot is not None:
         pyplot()
-    workload = Workload(clients=args.clients, rate=args.rate, duration=_DEFAULT_DURATION, seed=args.seed)
+    workload = Workload(clients=args.clients, rate=args.rate, duration=_DEFAULT_DURATION, seed=args.seed,
+                        layout=args.layout)
     scenario = scenario_from(args, workload.demand)
     workload = dataclasses.replace(workload, duration=scenario.duration)
     configs = configurations(args.configs, profiles=args.profile)
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         results,
         title=f"asyncretry simulate: {workload.clients} clients, {scenario.duration:g} virtual s per configuration",
         caption=f"{len(configs)} x {scenario.duration:g} s of traffic simulated in {elapsed:.1f} s of real time. "
-        "Columns as in 'asyncretry demo'.",
+        + COLUMNS_NOTE,
     ))
     lines = failure_lines(results)
     if lines:
