@@ -12,8 +12,8 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from ._common import UsageError, pyplot
