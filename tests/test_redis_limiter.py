@@ -20,6 +20,7 @@ from asyncretry import (
     RateLimitTimeout,
     Throttled,
 )
+from asyncretry._primitives._shared import RemoteLimiter
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
@@ -143,16 +144,18 @@ async def test_throttles_and_rate_changes_are_announced(redis_server: RedisServe
     assert seen[-1] == "LimiterRateChanged"
 
 
-def test_only_the_aws_profile_runs_on_redis_and_sync_calls_point_to_async_ones(redis_server: RedisServer) -> None:
-    """Other profiles are refused at construction; try_acquire raises with a pointer; bad durations are named."""
+def test_only_the_aws_profile_runs_on_redis_and_it_is_a_remote_limiter(redis_server: RedisServer) -> None:
+    """Other profiles are refused at construction; bad durations are named; the fleet limiter is a
+    RemoteLimiter built around a local one, not a local limiter itself (no synchronous try_acquire)."""
     with pytest.raises(ValueError, match="profile"):
         RedisAdaptiveRateLimiter(redis_server.url, AdaptiveLimiterConfig(profile="asyncretry"))
     with pytest.raises(ValueError, match="sync_interval"):
         RedisAdaptiveRateLimiter(redis_server.url, sync_interval=0)
     limiter = RedisAdaptiveRateLimiter(redis_server.url)
-    assert isinstance(limiter, AdaptiveRateLimiter)
-    with pytest.raises(TypeError, match="acquire"):
-        limiter.try_acquire()
+    assert isinstance(limiter, RemoteLimiter)
+    assert AdaptiveRateLimiter not in type(limiter).__mro__
+    assert not hasattr(limiter, "try_acquire")
+    assert limiter.config.profile == "aws"
     assert "RedisAdaptiveRateLimiter 'limiter'" in repr(limiter)
     asyncio.run(limiter.backend.aclose())
 

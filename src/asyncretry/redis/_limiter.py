@@ -32,7 +32,7 @@ import redis.asyncio
 from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
-from .._primitives._cubic import AdaptiveLimiterConfig, RateController
+from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._validate import check_seconds
 from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
@@ -92,13 +92,17 @@ class _View:
     seen_at: float = math.nan  # local clock
 
 
-class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
+class RedisAdaptiveRateLimiter(_Linked):
     """An adaptive (CUBIC) rate limiter whose fill rate and tokens are shared by every process of a fleet.
 
     Use it like :class:`~asyncretry.AdaptiveRateLimiter`: ``await limiter.acquire()`` before every
     attempt, ``limiter.update(throttled)`` after it; or give the retry engine a factory
     (``Retrier(policy, limiter=lambda key: RedisAdaptiveRateLimiter(backend, name=key))``).
     See the module documentation for the design.
+
+    It implements :class:`~asyncretry._primitives._shared.RemoteLimiter`, and only that: it is not an
+    :class:`~asyncretry.AdaptiveRateLimiter` (it cannot answer ``try_acquire()`` without a round trip),
+    but keeps one as its fail-open fallback, fed with this process's responses all along.
 
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
@@ -119,8 +123,12 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
     """
 
     __slots__ = (
+        "_acquires",
         "_args",
         "_bus",
+        "_clock",
+        "_config",
+        "_fallback",
         "_give",
         "_key_ttl_ms",
         "_link",
@@ -129,10 +137,17 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         "_reserved",
         "_sync_interval",
         "_throttled",
+        "_throttles",
+        "_timeouts",
+        "_updates",
         "_view",
+        "_wait_time",
+        "_waits",
+        "name",
     )
 
     remote: ClassVar[bool] = True
+    """Transitional: tells the engine of before the remote-state protocols to await this limiter."""
 
     def __init__(
         self,
@@ -153,7 +168,13 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
                 f"profile must be 'aws' for RedisAdaptiveRateLimiter (the fleet's script runs SPEC section 5), "
                 f"got {config.profile!r}; use dataclasses.replace(config, profile='aws')"
             )
-        super().__init__(config, clock=clock, name=name, events=_Muted())
+        self._config = config
+        self._clock = clock if clock is not None else DEFAULT_CLOCK
+        self.name = name
+        # The fail-open fallback: a local limiter that sees every response, whose events nobody hears.
+        self._fallback = AdaptiveRateLimiter(config, clock=clock, name=name, events=_Muted())
+        self._updates = self._throttles = self._acquires = self._waits = self._timeouts = 0
+        self._wait_time = 0.0
         self._bus = events if events is not None else GLOBAL_EVENTS
         self._sync_interval = check_seconds("sync_interval", sync_interval, low_open=True)
         self._key_ttl_ms = math.ceil(check_seconds("key_ttl", key_ttl, low_open=True) * 1000)
@@ -173,6 +194,11 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         self._reserved = 0
         self._next_sync = -math.inf
         self._view = _View(fill_rate=c.min_fill_rate, max_capacity=c.min_capacity)
+
+    @property
+    def config(self) -> AdaptiveLimiterConfig:
+        """The limiter's settings (every process of the fleet must use the same)."""
+        return self._config
 
     @property
     def enabled(self) -> bool:
@@ -230,7 +256,12 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         max_wait = None if limit is None else _seconds(limit)
         reply = await self._run(want=True, max_wait=max_wait)
         if reply is None:
-            await AdaptiveRateLimiter.acquire(self, timeout=timeout)
+            try:
+                await self._fallback.acquire(timeout=timeout)
+            except RateLimitTimeout:
+                self._timeouts += 1
+                raise
+            self._acquires += 1
             return
         granted, wait, due = reply
         if not granted:
@@ -276,17 +307,10 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         self._waits += 1
         self._wait_time += clock.now() - started
 
-    def try_acquire(self) -> bool:
-        """Not available on a fleet limiter (a token needs a round trip): use ``await acquire(timeout=0)``."""
-        raise TypeError(
-            f"{type(self).__name__} keeps its tokens on Redis and cannot answer synchronously; "
-            "use `await limiter.acquire(timeout=0)`"
-        )
-
     def time_until_available(self) -> float:
         """Estimate, from the last round trip, how long :meth:`acquire` would wait (0 while not enabled)."""
         if self._link.degraded:
-            return super().time_until_available()
+            return self._fallback.time_until_available()
         view = self._view
         if not view.enabled:
             return 0.0
@@ -302,11 +326,15 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
             reason: why it counts as a throttle, for the :class:`~asyncretry.Throttled` event.
             sent_at: when the request was sent (local clock); only the local shadow uses it (the fleet
                 runs the ``"aws"`` profile, which ignores it).
+            failed: the attempt failed for another reason (a 503); the ``"aws"`` profile counts it as
+                the SDKs do (not a throttle).
         """
         # The local shadow, the fail-open fallback, sees every response.
-        AdaptiveRateLimiter.update(self, throttled, reason=reason, sent_at=sent_at, failed=failed)
+        self._fallback.update(throttled, reason=reason, sent_at=sent_at, failed=failed)
+        self._updates += 1
         self._reported += 1
         if throttled:
+            self._throttles += 1
             self._throttled += 1
             if self._bus.wants(Throttled):
                 self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
@@ -319,7 +347,7 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
     def statistics(self) -> RedisLimiterStatistics:
         """Return the fleet's limiter as of the last round trip, with this process's counters."""
         link = self._link
-        local = super().statistics()
+        local = self._fallback.statistics()
         view = self._view
         fleet = not link.degraded
         return RedisLimiterStatistics(
@@ -354,8 +382,8 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
 
     # -- internals
 
-    def _local(self) -> RateController:
-        return self._control
+    def _local(self) -> AdaptiveRateLimiter:
+        return self._fallback
 
     def _tokens(self) -> float:
         view = self._view
