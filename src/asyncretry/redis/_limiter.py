@@ -1,11 +1,18 @@
-"""RedisAdaptiveRateLimiter: the AWS adaptive (CUBIC) limiter for a whole fleet, with one shared rate.
+"""RedisAdaptiveRateLimiter: the adaptive limiter for a whole fleet, with one shared rate.
 
-Design, and why it converges: there is exactly one CUBIC state and one token bucket per name, both in one
-Redis hash. Every process reports its responses (how many, how many throttled) and takes its tokens from
-that bucket, in the same script; the script feeds the reports to the SPEC section 5 update (the measured
-send rate is therefore the *fleet's* send rate, and a throttle in any process cuts the one fill rate to
-``beta`` times it) and hands out tokens at the resulting fill rate. The fleet does not converge on a rate
-by gossip: it has only one rate, the one a single client sending the fleet's traffic would have.
+Design, and why it converges: there is exactly one rate-control state and one token bucket per name, both
+in one Redis hash. Every process reports its responses and takes its tokens from that bucket, in the same
+script; the script feeds the reports to the profile's update and hands out tokens at the resulting fill
+rate. The fleet does not converge on a rate by gossip: it has only one rate, the one a single client
+sending the fleet's traffic would have.
+
+Two profiles, two scripts. ``"asyncretry"`` (the default, :data:`~._scripts.LIMITER_ASYNCRETRY`): the
+server's capacity is what it admitted to the *fleet* between two congestion events; each process reports
+its successes, its throttles (split into fresh ones and echoes of a decrease the fleet already made, by
+the request's send time) and its failures; the rules are ``AsyncretryRateController``'s, reduced to
+counts (no outage detection: a run of 503s only stops the growth). ``"aws"``
+(:data:`~._scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
+throttle in any process cuts the one fill rate to ``beta`` times it.
 
 What stays local and cheap: :meth:`~RedisAdaptiveRateLimiter.update` is synchronous and only counts (and
 feeds a local shadow limiter, the fail-open fallback). Reports travel with the next
@@ -36,12 +43,12 @@ from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._validate import check_seconds
 from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
-from ._scripts import LIMITER
+from ._scripts import LIMITER, LIMITER_ASYNCRETRY
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
 
 
-_AWS = AdaptiveLimiterConfig(profile="aws")
+_DEFAULT = AdaptiveLimiterConfig()
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -125,9 +132,11 @@ class RedisAdaptiveRateLimiter(_Linked):
     __slots__ = (
         "_acquires",
         "_args",
+        "_aws",
         "_bus",
         "_clock",
         "_config",
+        "_failed",
         "_fallback",
         "_give",
         "_key_ttl_ms",
@@ -135,6 +144,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_next_sync",
         "_reported",
         "_reserved",
+        "_stale",
         "_sync_interval",
         "_throttled",
         "_throttles",
@@ -162,12 +172,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         events: EventBus | None = None,
     ) -> None:
         if config is None:
-            config = _AWS
-        elif config.profile != "aws":
-            raise ValueError(
-                f"profile must be 'aws' for RedisAdaptiveRateLimiter (the fleet's script runs SPEC section 5), "
-                f"got {config.profile!r}; use dataclasses.replace(config, profile='aws')"
-            )
+            config = _DEFAULT
         self._config = config
         self._clock = clock if clock is not None else DEFAULT_CLOCK
         self.name = name
@@ -184,12 +189,23 @@ class RedisAdaptiveRateLimiter(_Linked):
             fallback="a local adaptive limiter fed with this process's responses",
         )
         c = self._config
-        self._args = (
-            fmt(c.beta), fmt(c.scale_constant), fmt(c.smoothing), fmt(_seconds(c.measurement_bucket)),
-            fmt(c.min_fill_rate), fmt(c.min_capacity), fmt(c.max_rate_growth),
-        )
+        self._aws = c.profile == "aws"
+        if self._aws:
+            self._args: tuple[str, ...] = (
+                fmt(c.beta), fmt(c.scale_constant), fmt(c.smoothing), fmt(_seconds(c.measurement_bucket)),
+                fmt(c.min_fill_rate), fmt(c.min_capacity), fmt(c.max_rate_growth),
+            )
+        else:
+            self._args = (
+                fmt(c.utilization), fmt(c.repeat_decrease), fmt(_seconds(c.reaction_time)),
+                fmt(_seconds(c.recovery_time)), fmt(_seconds(c.quick_recovery_time)), fmt(c.stable_change),
+                fmt(_seconds(c.settle_time)), fmt(_seconds(c.probe_doubling_time)), fmt(_seconds(c.burst)),
+                fmt(c.max_rate_growth), fmt(c.min_fill_rate), fmt(c.min_capacity),
+            )
         self._reported = 0  # responses not yet reported to the fleet
         self._throttled = 0  # of those, throttles
+        self._stale = 0  # of those, throttles of requests sent before the fleet's last decrease
+        self._failed = 0  # of the responses, failures (neither throttles nor successes)
         self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
         self._reserved = 0
         self._next_sync = -math.inf
@@ -336,8 +352,15 @@ class RedisAdaptiveRateLimiter(_Linked):
         if throttled:
             self._throttles += 1
             self._throttled += 1
+            view = self._view
+            # An echo of a decrease the fleet already made: the request went out before it.
+            sent = sent_at if sent_at is not None else self._clock.now() - 0.1
+            if view.enabled and sent <= view.last_throttle_time:
+                self._stale += 1
             if self._bus.wants(Throttled):
                 self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
+        elif failed:
+            self._failed += 1
 
     async def refresh(self) -> LimiterStatistics:
         """Report this process's responses and read the fleet's state now (one round trip)."""
@@ -394,10 +417,16 @@ class RedisAdaptiveRateLimiter(_Linked):
 
     async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
         responses, throttles, give = self._reported, self._throttled, self._give
-        self._reported = self._throttled = self._give = 0
-        args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
+        stale, failed = self._stale, self._failed
+        self._reported = self._throttled = self._give = self._stale = self._failed = 0
+        report: tuple[int, ...]
+        if self._aws:
+            report = (responses, throttles)
+        else:
+            report = (responses - throttles - failed, throttles - stale, stale, failed)
+        args = (*self._args, *report, int(want), fmt(max_wait), give, self._key_ttl_ms)
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
-        reply = await self._link.run(LIMITER, args, report=not want)
+        reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
         now = self._clock.now()
         if reply is None:
             # Stale counts would skew the fleet's measured rate after the outage: only the tokens are kept.
