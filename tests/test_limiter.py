@@ -493,3 +493,39 @@ def test_limiter_built_outside_a_loop_starts_on_the_loops_clock(backend: str) ->
     first, _ = anyio.run(main, backend=backend, backend_options=options)
     assert limiter.last_throttle_time == first
     assert 15 < limiter.measured_rate < 25
+
+
+def _enabled_by_one_throttle(
+    rng_value: float, config: AdaptiveLimiterConfig | None = None, clock: VirtualClock | None = None
+) -> AdaptiveRateLimiter:
+    clock = clock if clock is not None else VirtualClock(0.0)
+    limiter = AdaptiveRateLimiter(config, clock=clock, rng=lambda: rng_value)
+    for _ in range(100):  # 100 successes a second, then a throttle
+        clock.advance(0.01)
+        limiter.update(False, sent_at=clock.now() - 0.005)
+    limiter.update(True, sent_at=clock.now() - 0.005)
+    return limiter
+
+
+def test_limiters_enabled_together_release_their_tokens_at_different_instants() -> None:
+    """The first throttle gives the bucket a random fraction of a token (rng), so that clients enabled by the
+    same event are not in step; the "aws" profile keeps what its bucket filled, as the SDKs do."""
+    early, late = _enabled_by_one_throttle(0.9), _enabled_by_one_throttle(0.1)
+    assert early.fill_rate == late.fill_rate
+    assert early.time_until_available() < late.time_until_available()
+    assert early.time_until_available() == pytest.approx(0.1 / early.fill_rate)
+    aws = [_enabled_by_one_throttle(u, AWS).time_until_available() for u in (0.9, 0.1)]
+    assert aws[0] == aws[1]
+
+
+def test_try_acquire_admits_exactly_when_acquire_would_not_wait() -> None:
+    """try_acquire() takes a token when one is there (counted as an acquire) and refuses otherwise, without
+    taking anything: the engine awaits acquire() only then."""
+    clock = VirtualClock(0.0)
+    limiter = _enabled_by_one_throttle(0.5, clock=clock)
+    assert not limiter.try_acquire()  # half a token
+    assert limiter.statistics().acquires == 0
+    clock.advance(limiter.time_until_available())
+    assert limiter.try_acquire()
+    assert not limiter.try_acquire()
+    assert limiter.statistics().acquires == 1
