@@ -25,6 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from asyncretry import AdaptiveLimiterConfig, RetryPolicy
 from asyncretry._simulation import (
+    LAYOUTS,
     SCENARIOS,
     SimulationResult,
     format_table,
@@ -47,9 +48,11 @@ def _policy(profile: str) -> RetryPolicy:
     return RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(profile=profile))
 
 
-def _run(job: tuple[str, int, str, int]) -> SimulationResult:
-    scenario, workers, profile, seed = job
-    return run_simulation(scenario, policy=_policy(profile), label=profile, workers=workers, seed=seed)
+def _run(job: tuple[str, int, str, int, str]) -> SimulationResult:
+    scenario, workers, profile, seed, layout = job
+    return run_simulation(
+        scenario, policy=_policy(profile), label=profile, workers=workers, seed=seed, layout=layout
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="the seed of the engine's jitter (default 0)")
     parser.add_argument(
+        "--layout", default="shared",
+        help="comma-separated, from shared (one limiter for all workers, the default) and independent "
+        "(a retrier and limiter per worker, as a fleet of separate clients)",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)"
     )
     args = parser.parse_args(argv)
@@ -76,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in scenarios:
         if name not in SCENARIOS:
             parser.error(f"unknown scenario {name!r}: choose from {', '.join(SCENARIOS)}")
-    jobs = [(s, n, p, args.seed) for s in scenarios for n in workers for p in profiles]
+    layouts = args.layout.split(",")
+    for layout in layouts:
+        if layout not in LAYOUTS:
+            parser.error(f"unknown layout {layout!r}: choose from {', '.join(LAYOUTS)}")
+    jobs = [(s, n, p, args.seed, lay) for s in scenarios for n in workers for lay in layouts for p in profiles]
 
     began = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -100,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         for profile in profiles:
             failures = [f for r in checked if r.label == profile for f in target_failures(r)]
             verdict = "all targets met" if not failures else f"{len(failures)} targets missed"
-            print(f"issue #5 targets (N = 50), {profile}: {verdict}")
+            print(f"issue #5 / #17 targets (N = 50), {profile}: {verdict}")
             for failure in failures:
                 print(f"    {failure}")
     if args.plot:

@@ -27,7 +27,9 @@ Figures, over the whole run and over its second half (after CUBIC has had time t
 * goodput / R: successful calls per second divided by R (1.0 means the capacity is fully used);
 * throttled: the fraction of the attempts that reached the server and were answered 429;
 * attempts/s: the load offered to the server; failed calls: calls that ended with an error (a 429
-  after the last attempt, or ``RetryCapacityExceeded`` once the quota was spent).
+  after the last attempt, or ``RetryCapacityExceeded`` once the quota was spent);
+* Jain: Jain's fairness index over the clients' successful calls (1: all equal; independent layout
+  only), and idle: how many clients had no successful call in the whole run.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Tally:
     attempts: list[float] = field(default_factory=list)
     throttled: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    per_client: list[int] = field(default_factory=lambda: [0] * CLIENTS)  # successes in the window
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,15 @@ class Result:
     rate: float
     tally: Tally
     server: dict[str, int]
+
+    def fairness(self) -> tuple[float, int]:
+        """(Jain's index over the clients' successes, clients with no success at all); shared layout: 1, 0."""
+        counts = self.tally.per_client
+        if self.layout == "shared":
+            return 1.0, 0
+        total, squares = sum(counts), sum(c * c for c in counts)
+        jain = total * total / (len(counts) * squares) if squares else 1.0
+        return jain, sum(1 for c in counts if c == 0)
 
     def window(self, start: float) -> tuple[float, float, float, float]:
         """(goodput / R, throttled fraction, attempts/s, failed calls fraction) from ``start`` to the end."""
@@ -165,7 +177,7 @@ async def run_once(url: str, mode: Mode, layout: str, duration: float) -> Tally:
 
     stopping = False
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def worker(index: int, client: httpx.AsyncClient) -> None:
         while True:
             try:
                 response = await client.get("/items")
@@ -188,6 +200,8 @@ async def run_once(url: str, mode: Mode, layout: str, duration: float) -> Tally:
                     tally.throttled.append(now)
             if response.status_code == 200:
                 tally.successes.append(now)
+                if now <= duration:
+                    tally.per_client[index] += 1
             else:
                 tally.failures.append(now)
                 key = f"HTTP {response.status_code}"
@@ -195,8 +209,8 @@ async def run_once(url: str, mode: Mode, layout: str, duration: float) -> Tally:
 
     try:
         async with anyio.create_task_group() as tg:
-            for client in per_client:
-                tg.start_soon(worker, client)
+            for index, client in enumerate(per_client):
+                tg.start_soon(worker, index, client)
             # Stop by cancelling, not with a timeout: the engine never starts a wait that would run past
             # the caller's deadline, so a deadline at the end of the run would change what is measured.
             await anyio.sleep(duration)
@@ -247,15 +261,16 @@ def render(results: list[Result], rate: float, duration: float, backend: str) ->
         f"Retry-After), {duration:g} s per run, {backend}, Python {sys.version.split()[0]}",
         "",
         f"  {'mode':<{width}}  {'goodput/R':>9}  {'throttled':>9}  {'attempts/s':>10}  {'failed':>6}"
-        f"  | 2nd half: {'goodput/R':>9}  {'throttled':>9}  {'attempts/s':>10}",
+        f"  {'Jain':>5}  {'idle':>4}  | 2nd half: {'goodput/R':>9}  {'throttled':>9}  {'attempts/s':>10}",
     ]
     for layout in dict.fromkeys(r.layout for r in results):
         lines.append(f"layout: {layout}")
         for r in (x for x in results if x.layout == layout):
             g, th, a, f = r.window(0.0)
             g2, th2, a2, _ = r.window(half)
+            jain, idle = r.fairness()
             lines.append(
-                f"  {r.mode:<{width}}  {g:>9.3f}  {th:>9.1%}  {a:>10.1f}  {f:>6.1%}"
+                f"  {r.mode:<{width}}  {g:>9.3f}  {th:>9.1%}  {a:>10.1f}  {f:>6.1%}  {jain:>5.2f}  {idle:>4}"
                 f"  |           {g2:>9.3f}  {th2:>9.1%}  {a2:>10.1f}"
             )
         lines.append("")
@@ -276,6 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layout", choices=("independent", "shared", "both"), default="both")
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--modes", default=None, help="comma-separated indexes of the modes to run (0-based)")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each mode and layout (default 1)")
     args = parser.parse_args(argv)
     duration = args.duration or (3.0 if args.quick else 10.0)
     layouts = ("independent", "shared") if args.layout == "both" else (args.layout,)
@@ -284,11 +300,13 @@ def main(argv: list[str] | None = None) -> None:
         chosen = [chosen[int(i)] for i in args.modes.split(",")]
     results: list[Result] = []
     for layout in layouts:
-        for mode in chosen:
+        for mode in [m for m in chosen for _ in range(args.runs)]:
             started = time.perf_counter()
             result = run_mode(mode, layout, args.rate, duration, args.backend)
             g, th, _, _ = result.window(0.0)
-            print(f"  ran [{layout}] {mode.name}: goodput/R {g:.3f}, throttled {th:.1%} "
+            jain, idle = result.fairness()
+            print(f"  ran [{layout}] {mode.name}: goodput/R {g:.3f}, throttled {th:.1%}, Jain {jain:.2f}, "
+                  f"{idle} clients with no success "
                   f"({time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
             results.append(result)
     print(render(results, args.rate, duration, args.backend))

@@ -17,6 +17,7 @@ import anyio.lowlevel
 import pytest
 
 from asyncretry import (
+    AdaptiveRateLimiter,
     BreakerState,
     CircuitBreakerConfig,
     CircuitOpenError,
@@ -137,7 +138,10 @@ async def test_cancel_during_the_backoff_sleep_refunds_the_retry(way: str, waiti
 @pytest.mark.anyio
 async def test_cancel_while_the_adaptive_limiter_makes_a_retry_wait() -> None:
     """Cancelled in the limiter's queue after a throttle: the retry cost comes back and the queue is empty."""
-    retrier = Retrier(RetryPolicy(mode="adaptive", classifier=CLASSIFIER), rng=fixed_random(0.1))
+    policy = RetryPolicy(mode="adaptive", classifier=CLASSIFIER)
+    # The limiter's bucket starts with no token at all (its random phase pinned at 0): the retry must wait.
+    limiter = AdaptiveRateLimiter(policy.limiter_config, rng=lambda: 0.0)
+    retrier = Retrier(policy, rng=fixed_random(0.1), limiter=limiter)
     made: list[int] = []
 
     def waiting_for_a_token() -> bool:

@@ -191,12 +191,12 @@ def test_meter_reanchors_when_the_clock_goes_back() -> None:
 
 
 def test_aws_controller_is_the_aws_profile_and_starts_disabled_at_the_minimums() -> None:
-    """The "aws" profile starts disabled with W_max 0, the throttle clock at t0 and the minimum rate."""
+    """The "aws" profile starts disabled with W_max 0, the throttle clock at t0, filling at botocore's 1/s."""
     config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=0.25, min_capacity=3)
     control = new_rate_controller(config, 42.0)
     assert isinstance(control, AwsRateController)
     assert not control.enabled
-    assert (control.fill_rate, control.max_capacity) == (0.25, 3)
+    assert (control.fill_rate, control.max_capacity) == (1.0, 3)
     assert (control.measured_rate, control.last_max_rate, control.last_throttle_time) == (0.0, 0.0, 42.0)
 
 

@@ -79,14 +79,14 @@ def test_end_to_end_table_is_independent_of_the_clock_origin() -> None:
 
 
 def test_before_any_throttle_the_limiter_is_disabled_at_the_minimum_rate() -> None:
-    """A new limiter is disabled, with fill rate min_fill_rate, capacity min_capacity and an empty bucket."""
+    """A new "aws" limiter is disabled, its empty bucket filling at 1/s (botocore's max_rate=1), capacity 1."""
     clock = VirtualClock(5.0)
     limiter = AdaptiveRateLimiter(AWS, clock=clock, name="s3")
     stats = limiter.statistics()
     assert stats == LimiterStatistics(
         name="s3",
         enabled=False,
-        fill_rate=0.5,
+        fill_rate=1.0,
         max_capacity=1.0,
         available=0.0,
         measured_rate=0.0,
@@ -196,8 +196,10 @@ def test_events_report_throttles_and_rate_changes() -> None:
     throttled = [e for e in seen if isinstance(e, Throttled)]
     assert throttled == [Throttled(time=2.0, source="dynamo", reason="HTTP 429")]
     changes = [e for e in seen if isinstance(e, LimiterRateChanged)]
-    # 0.5 for the first five rows (no event), then 0.6912, 1.0976, 1.6384, 2.3328 and the cut to 3.02848.
-    assert [c.time for c in changes] == pytest.approx([1.2, 1.4, 1.6, 1.8, 2.0])
+    # 1 until the first response, 0.5 for the first five rows, then 0.6912, 1.0976, 1.6384, 2.3328 and
+    # the cut to 3.02848.
+    assert [c.time for c in changes] == pytest.approx([0.2, 1.2, 1.4, 1.6, 1.8, 2.0])
+    assert (changes[0].old_rate, changes[0].new_rate) == (1.0, 0.5)
     last = changes[-1]
     assert last.old_rate == pytest.approx(2.3328)
     assert last.new_rate == pytest.approx(3.02848)
@@ -239,7 +241,7 @@ def test_statistics_count_updates_and_throttles_and_repr_shows_the_state() -> No
     clock = VirtualClock(0.0)
     limiter = AdaptiveRateLimiter(AWS, clock=clock, name="api")
     assert repr(limiter) == (
-        "<AdaptiveRateLimiter 'api' disabled fill_rate=0.5/s max_capacity=1 measured_rate=0/s profile='aws'>"
+        "<AdaptiveRateLimiter 'api' disabled fill_rate=1/s max_capacity=1 measured_rate=0/s profile='aws'>"
     )
     for row in END_TO_END["rows"]:
         clock.advance(row["timestamp"] - clock.now())
@@ -491,3 +493,39 @@ def test_limiter_built_outside_a_loop_starts_on_the_loops_clock(backend: str) ->
     first, _ = anyio.run(main, backend=backend, backend_options=options)
     assert limiter.last_throttle_time == first
     assert 15 < limiter.measured_rate < 25
+
+
+def _enabled_by_one_throttle(
+    rng_value: float, config: AdaptiveLimiterConfig | None = None, clock: VirtualClock | None = None
+) -> AdaptiveRateLimiter:
+    clock = clock if clock is not None else VirtualClock(0.0)
+    limiter = AdaptiveRateLimiter(config, clock=clock, rng=lambda: rng_value)
+    for _ in range(100):  # 100 successes a second, then a throttle
+        clock.advance(0.01)
+        limiter.update(False, sent_at=clock.now() - 0.005)
+    limiter.update(True, sent_at=clock.now() - 0.005)
+    return limiter
+
+
+def test_limiters_enabled_together_release_their_tokens_at_different_instants() -> None:
+    """The first throttle gives the bucket a random fraction of a token (rng), so that clients enabled by the
+    same event are not in step; the "aws" profile keeps what its bucket filled, as the SDKs do."""
+    early, late = _enabled_by_one_throttle(0.9), _enabled_by_one_throttle(0.1)
+    assert early.fill_rate == late.fill_rate
+    assert early.time_until_available() < late.time_until_available()
+    assert early.time_until_available() == pytest.approx(0.1 / early.fill_rate)
+    aws = [_enabled_by_one_throttle(u, AWS).time_until_available() for u in (0.9, 0.1)]
+    assert aws[0] == aws[1]
+
+
+def test_try_acquire_admits_exactly_when_acquire_would_not_wait() -> None:
+    """try_acquire() takes a token when one is there (counted as an acquire) and refuses otherwise, without
+    taking anything: the engine awaits acquire() only then."""
+    clock = VirtualClock(0.0)
+    limiter = _enabled_by_one_throttle(0.5, clock=clock)
+    assert not limiter.try_acquire()  # half a token
+    assert limiter.statistics().acquires == 0
+    clock.advance(limiter.time_until_available())
+    assert limiter.try_acquire()
+    assert not limiter.try_acquire()
+    assert limiter.statistics().acquires == 1

@@ -119,7 +119,10 @@ async def test_every_event_of_the_catalogue_is_emitted_by_the_real_objects() -> 
         quota=RetryQuotaConfig(max_capacity=5, retry_cost=5, throttling_retry_cost=5, timeout_retry_cost=5),
         breaker=CircuitBreakerConfig(failure_ratio=None, consecutive_failures=2, break_duration=1.0),
     )
-    retrier = Retrier(policy, clock=clock, events=bus, max_scopes=1)
+    # The limiters' token phase pinned (no token at the first throttle), so that the run is the same every time.
+    retrier = Retrier(policy, clock=clock, events=bus, max_scopes=1, limiter=lambda key: AdaptiveRateLimiter(
+        policy.limiter_config, clock=clock, name=key, events=bus, rng=lambda: 0.0
+    ))
     # Throttled twice: the first retry takes the whole quota, the second finds it dry; the breaker opens.
     with pytest.raises(asyncretry.RetryCapacityExceeded):
         await retrier.call_in("a", failing(ServiceError("SlowDown"), ServiceError("SlowDown")))
@@ -141,8 +144,13 @@ async def test_every_event_of_the_catalogue_is_emitted_by_the_real_objects() -> 
     assert [(e.source, e.available, e.cost) for e in recorder.of(QuotaExhausted)] == [("a", 0.0, 5)]
     assert [(e.source, e.available) for e in recorder.of(QuotaRestored)] == [("a", 5.0)]
     assert [e.source for e in recorder.of(ScopeEvicted)] == ["a"]
-    # The throttles came before any rate was measured, so the rate stayed at its floor; CUBIC grows it back.
-    assert all(not e.throttled and e.new_rate > e.old_rate for e in recorder.of(LimiterRateChanged))
+    # The first throttle came before any success: the rate starts from a share of what was sent (not the
+    # floor); the second, sent after a wait for a token, cuts it; then the successes grow the rate.
+    changes = recorder.of(LimiterRateChanged)
+    assert [e.throttled for e in changes[:3]] == [True, True, False]
+    assert changes[0].new_rate > changes[0].old_rate
+    assert changes[1].new_rate < changes[1].old_rate
+    assert all(not e.throttled and e.new_rate > e.old_rate for e in changes[2:])
     times = [e.time for e in recorder.events]
     assert times == sorted(times)
     recorder.undo()

@@ -20,12 +20,15 @@ from asyncretry import (
     RateLimitTimeout,
     Throttled,
 )
+from asyncretry._primitives._shared import RemoteLimiter
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 from test_redis_bucket import CommandCounter
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
+
+AWS = AdaptiveLimiterConfig(profile="aws")
 
 
 @asynccontextmanager
@@ -58,7 +61,7 @@ async def test_acquire_is_free_until_a_throttle_except_a_sync_every_interval(
 @pytest.mark.anyio
 async def test_a_throttle_in_one_process_slows_the_whole_fleet(redis_server: RedisServer, prefix: str) -> None:
     """A's throttle enables the fleet's limiter; B learns it at its next sync and both see one fill rate."""
-    async with fleet(redis_server, prefix, sync_interval=0.05) as (a, b):
+    async with fleet(redis_server, prefix, sync_interval=0.05, config=AWS) as (a, b):
         for _ in range(60):  # both send for 1.2 s, so that the fleet's measurement settles
             for limiter in (a, b):
                 await limiter.acquire()
@@ -143,16 +146,17 @@ async def test_throttles_and_rate_changes_are_announced(redis_server: RedisServe
     assert seen[-1] == "LimiterRateChanged"
 
 
-def test_only_the_aws_profile_runs_on_redis_and_sync_calls_point_to_async_ones(redis_server: RedisServer) -> None:
-    """Other profiles are refused at construction; try_acquire raises with a pointer; bad durations are named."""
-    with pytest.raises(ValueError, match="profile"):
-        RedisAdaptiveRateLimiter(redis_server.url, AdaptiveLimiterConfig(profile="asyncretry"))
+def test_both_profiles_run_on_redis_and_it_is_a_remote_limiter(redis_server: RedisServer) -> None:
+    """The default profile is the default on Redis too, "aws" is selectable; bad durations are named; the
+    fleet limiter is a RemoteLimiter built around a local one, not a local limiter (no try_acquire)."""
     with pytest.raises(ValueError, match="sync_interval"):
         RedisAdaptiveRateLimiter(redis_server.url, sync_interval=0)
+    assert RedisAdaptiveRateLimiter(redis_server.url, AWS).config.profile == "aws"
     limiter = RedisAdaptiveRateLimiter(redis_server.url)
-    assert isinstance(limiter, AdaptiveRateLimiter)
-    with pytest.raises(TypeError, match="acquire"):
-        limiter.try_acquire()
+    assert isinstance(limiter, RemoteLimiter)
+    assert AdaptiveRateLimiter not in type(limiter).__mro__
+    assert not hasattr(limiter, "try_acquire")
+    assert limiter.config.profile == "asyncretry"
     assert "RedisAdaptiveRateLimiter 'limiter'" in repr(limiter)
     asyncio.run(limiter.backend.aclose())
 
@@ -190,7 +194,7 @@ async def test_a_fleet_of_three_shares_one_rate_and_stops_flooding_a_throttled_s
     """
     service = CapacityServer(60)
     attempts: list[tuple[float, bool]] = []
-    async with fleet(redis_server, prefix, size=3) as limiters:
+    async with fleet(redis_server, prefix, size=3, config=AWS) as limiters:
 
         async def worker(limiter: RedisAdaptiveRateLimiter) -> None:
             while True:
@@ -214,3 +218,34 @@ async def test_a_fleet_of_three_shares_one_rate_and_stops_flooding_a_throttled_s
     assert sent_rate <= 60 * 1.5
     assert sum(late) >= 0.9 * len(late)  # the service throttles less than one request in ten
     assert len(attempts) < 4 * 60 * 1.5 + 100  # the first throttles came after a burst, then the fleet held back
+
+
+@pytest.mark.anyio
+async def test_four_processes_share_the_default_profile_near_the_capacity_with_few_throttles(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Four processes, 16 workers, one default-profile limiter on Redis, against a 100 req/s service:
+    after the first second the fleet is served near the capacity and almost never throttled."""
+    service = CapacityServer(100)
+    attempts: list[tuple[float, bool]] = []
+    async with fleet(redis_server, prefix, size=4, sync_interval=0.05) as limiters:
+
+        async def worker(limiter: RedisAdaptiveRateLimiter) -> None:
+            while True:
+                await limiter.acquire()
+                sent = anyio.current_time()
+                served = service.handle()
+                await anyio.sleep(0.005)  # the request's latency
+                attempts.append((time.monotonic(), served))
+                limiter.update(not served, sent_at=sent)
+
+        started = time.monotonic()
+        with anyio.move_on_after(5.0):
+            async with anyio.create_task_group() as tg:
+                for limiter in limiters * 4:
+                    tg.start_soon(worker, limiter)
+        states = [await limiter.refresh() for limiter in limiters]
+    late = [served for t, served in attempts if t >= started + 1.0]
+    assert all(state.enabled for state in states)
+    assert sum(late) / 4.0 >= 0.85 * 100  # served near the capacity (real time on a busy machine: a margin)
+    assert sum(late) >= 0.95 * len(late)  # at most 5% throttled

@@ -350,10 +350,11 @@ class SpyLimiter(AdaptiveRateLimiter):
         self.log.append("acquire")
         await super().acquire(timeout=timeout)
 
-    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None,
-               **more: Any) -> None:
+    def update(
+        self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
+    ) -> None:
         self.log.append(f"update({throttled})")
-        super().update(throttled, reason=reason, **more)
+        super().update(throttled, reason=reason, failed=failed)
 
 
 async def test_adaptive_mode_acquires_before_every_attempt_and_updates_after_every_response() -> None:

@@ -115,9 +115,9 @@ def test_target_failures_name_each_missed_target() -> None:
     """A run that throttles too much, comes back too late and treats workers unevenly is told so."""
     failures = target_failures(_trace([0] * 20 + [10] * 180, throttles=100, workers=(10, 30)))
     assert failures == [
-        "hand N=2 hand: goodput 90.0% < 93%",
-        "hand N=2 hand: throttled 5.26% > 1%",
-        "hand N=2 hand: fairness 0.800 < 0.95",
+        "hand N=2 hand (shared): goodput 90.0% < 93%",
+        "hand N=2 hand (shared): throttled 5.26% > 1%",
+        "hand N=2 hand (shared): fairness 0.800 < 0.95",
     ]
 
 
@@ -158,8 +158,8 @@ def test_table_shows_each_run_and_its_distance_from_the_limit() -> None:
     """format_table() prints one row per run with its figures; a target never reached reads "never"."""
     table = format_table([_trace([10] * 50), limit_result("c1000", workers=10)])
     lines = table.splitlines()
-    assert lines[0].split()[:4] == ["scenario", "N", "client", "goodput"]
-    row = ["hand", "2", "hand", "100.0%", "100.0%", "0.00%", "0.1", "1.000", "1.5s", "+0.0%"]
+    assert lines[0].split()[:5] == ["scenario", "N", "client", "layout", "goodput"]
+    row = ["hand", "2", "hand", "shared", "100.0%", "100.0%", "0.00%", "0.1", "1.000", "1.5s", "+0.0%"]
     assert lines[2].split() == row
     assert "never" in lines[3]
 
@@ -171,3 +171,24 @@ def test_plot_is_written_for_simulated_runs(tmp_path: Path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match=r"at least one simulated run"):
         plot_results([limit_result("steady")], str(path))
+
+
+def test_independent_layout_gives_each_worker_its_own_limiter() -> None:
+    """layout="independent": one retrier and limiter per worker, a fleet of clients; the run is reproducible
+    from its seed, the fill-rate trace sums the clients' rates, and every worker gets served."""
+    scenario = Scenario(name="fleet", schedule=((0.0, 100.0),), duration=10.0)
+    first = run_simulation(scenario, policy=RetryPolicy(mode="adaptive"), workers=10, layout="independent", seed=3)
+    again = run_simulation(scenario, policy=RetryPolicy(mode="adaptive"), workers=10, layout="independent", seed=3)
+    assert first.layout == "independent"
+    assert first.worker_successes == again.worker_successes
+    assert min(first.worker_successes) > 0
+    assert first.metrics.goodput >= 0.9
+    # Ten limiters of a few requests per second each add up to about the server's capacity.
+    late = [rate for rate in first.fill_rate[50:] if not math.isnan(rate)]
+    assert 50.0 <= sum(late) / len(late) <= 300.0
+
+
+def test_layout_must_be_known() -> None:
+    """An unknown layout fails at once with a message naming it."""
+    with pytest.raises(ValueError, match=r"layout must be one of 'shared', 'independent', got 'pods'"):
+        run_simulation("steady", layout="pods")

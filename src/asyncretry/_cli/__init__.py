@@ -22,6 +22,7 @@ from ._common import CommandError, UsageError
 __all__ = ["build_parser", "main"]
 
 _CONFIGURATIONS = ("none", "naive", "standard", "adaptive")
+_LAYOUTS = ("shared", "independent")  # as asyncretry._simulation.LAYOUTS, without importing it for --help
 _EXTRA_MODULES = {"httpx": "cli", "rich": "cli", "uvicorn": "cli", "matplotlib": "plot"}
 
 
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the adaptive limiter's profile(s), comma-separated, from: "
                       + ", ".join(_limiter_profiles()))
     demo.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")
+    demo.add_argument("--layout", choices=_LAYOUTS, default="shared",
+                      help="shared: the clients share one retrying transport (one limiter); independent: one each")
     demo.add_argument("--plot", type=png_path, metavar="FILE.png",
                       help="also draw send rate, capacity and the limiter's fill rate over time (needs matplotlib)")
     demo.set_defaults(module="_demo", parser=demo)
@@ -168,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="also run each configuration that retries with hedged requests: a second send after "
                           "SECONDS without an answer, or after the NN-th percentile of recent latencies (p90); "
                           "at most 10%% extra requests")
+    simulate.add_argument("--layout", choices=_LAYOUTS, default="shared",
+                          help="shared: the clients share one retrying transport (one limiter); independent: "
+                          "one each, like separate processes")
     simulate.add_argument("--plot", type=png_path, metavar="FILE.png",
                           help="also draw send rate, capacity and the limiter's fill rate over time")
     simulate.set_defaults(module="_simulate", parser=simulate)

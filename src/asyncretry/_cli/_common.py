@@ -35,7 +35,7 @@ def pyplot() -> Any:
 
 
 def seconds(value: float) -> str:
-    """A duration for humans: ``850 ms``, ``1.25 s``, ``0``, ``-`` for NaN."""
+    """A duration for humans, compact enough for a narrow table cell: ``850ms``, ``1.25s``, ``0``, ``-`` for NaN."""
     if math.isnan(value):
         return "-"
     if value == 0:
@@ -43,8 +43,8 @@ def seconds(value: float) -> str:
     if math.isinf(value):
         return "inf"
     if value < 1.0:
-        return f"{value * 1000:.3g} ms"
-    return f"{value:.3g} s"
+        return f"{value * 1000:.3g}ms"
+    return f"{value:.3g}s"
 
 
 def percent(value: float) -> str:

@@ -15,7 +15,7 @@ import httpx
 from rich.console import Console
 
 from ._common import pyplot
-from ._report import failure_lines, live_progress, plot_runs, results_table
+from ._report import COLUMNS_NOTE, failure_lines, live_progress, plot_runs, results_table
 from ._server import DemoServer, demo_scenario, serve
 from ._workload import Configuration, RunResult, Workload, configurations, run_configuration
 
@@ -55,7 +55,8 @@ async def _run_all(
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run the demo; returns the exit status."""
-    workload = Workload(clients=args.clients, rate=args.rate, duration=args.duration, seed=args.seed)
+    workload = Workload(clients=args.clients, rate=args.rate, duration=args.duration, seed=args.seed,
+                        layout=args.layout)
     if args.plot is not None:
         pyplot()  # a missing matplotlib should stop the demo before it runs, not after
     configs = configurations(args.configs, profiles=args.profile)
@@ -72,9 +73,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.print(results_table(
         results,
         title=f"asyncretry demo: {workload.clients} clients, {workload.duration:g} s per configuration",
-        caption="goodput: successful requests per second; of possible: share of what the capacity allowed; "
-        "throttled: share of sends answered 429; amplification: sends per request; latency: per request, "
-        "retries and waits included",
+        caption=COLUMNS_NOTE,
     ))
     lines = failure_lines(results)
     if lines:

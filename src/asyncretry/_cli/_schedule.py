@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -50,22 +51,30 @@ def _number(value: float) -> str:
     return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
 
 
+def _short(value: float) -> str:
+    # ".05" for 0.05: a jitter range of two such numbers still fits a narrow column.
+    text = _number(value)
+    return text[1:] if text.startswith("0.") else text
+
+
 def _cell(low: float, high: float) -> str:
-    return _number(high) if low == high else f"{_number(low)}-{_number(high)}"
+    return _number(high) if low == high else f"{_short(low)}-{_short(high)}"
 
 
 def _table(group: str, schedules: Sequence[Schedule], attempts: int, seeds: Sequence[int]) -> Table:
     table = Table(
         title=f"{_TITLES[group]}: seconds before retry n",
-        caption="a-b: jitter draws from a to b; -: the policy has given up by then" if group != "sns" else
+        caption="a-b: jitter draws from a to b (.05 = 0.05 s); -: the policy has given up by then"
+        if group != "sns" else
         "nominal delays: SNS's jitter lowers each by up to 10% at random; -: the policy has given up by then",
-        title_style="bold", caption_justify="left",
+        title_style="bold", caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=0,
     )
-    table.add_column("policy", style="bold", no_wrap=True)
-    table.add_column("retries", justify="right")
+    # About 75 columns for 8 retries: a policy's name may wrap at a hyphen, a delay never wraps.
+    table.add_column("policy", style="bold", overflow="fold")
+    table.add_column("max\nretries", justify="right", no_wrap=True)
     for n in range(1, attempts + 1):
-        table.add_column(str(n), justify="right", overflow="fold")
-    table.add_column("most in all", justify="right")
+        table.add_column(str(n), justify="right", no_wrap=True)
+    table.add_column("most\nin all", justify="right", no_wrap=True)
     for schedule in schedules:
         bounds = delays(schedule, attempts)
         rows: list[tuple[str, list[tuple[float, float]]]] = [(schedule.name, bounds)]

@@ -24,7 +24,7 @@ from .._simulation import SCENARIOS, Scenario
 from ..testing import virtual_time_loop
 from ._common import UsageError, pyplot
 from ._demo import describe
-from ._report import failure_lines, live_progress, plot_runs, results_table
+from ._report import COLUMNS_NOTE, failure_lines, live_progress, plot_runs, results_table
 from ._server import DemoServer, demo_scenario
 from ._workload import Configuration, RunResult, Tally, Workload, configurations, run_configuration
 
@@ -81,6 +81,9 @@ async def _simulate(
     configuration: Configuration, workload: Workload, scenario: Scenario, latency: float, transient: float,
     on_tick: Callable[[Tally], None], slow: float = 0.0,
 ) -> RunResult:
+    # The limiters the engine builds draw their token phase from the global generator: seed it too, so that
+    # a run is reproducible from --seed.
+    random.seed(workload.seed)
     server = DemoServer(
         scenario, latency=latency, transient=transient, rng=random.Random(workload.seed).random,
         bin_width=max(0.25, scenario.duration / 200), slow=slow,
@@ -94,7 +97,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run the simulation; returns the exit status."""
     if args.plot is not None:
         pyplot()
-    workload = Workload(clients=args.clients, rate=args.rate, duration=_DEFAULT_DURATION, seed=args.seed)
+    workload = Workload(clients=args.clients, rate=args.rate, duration=_DEFAULT_DURATION, seed=args.seed,
+                        layout=args.layout)
     scenario = scenario_from(args, workload.demand)
     workload = dataclasses.replace(workload, duration=scenario.duration)
     configs = configurations(args.configs, profiles=args.profile)
@@ -116,7 +120,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         results,
         title=f"asyncretry simulate: {workload.clients} clients, {scenario.duration:g} virtual s per configuration",
         caption=f"{len(configs)} x {scenario.duration:g} s of traffic simulated in {elapsed:.1f} s of real time. "
-        "Columns as in 'asyncretry demo'.",
+        + COLUMNS_NOTE,
     ))
     lines = failure_lines(results)
     if lines:

@@ -6,6 +6,7 @@ same server logic in memory and in virtual time; both measure the same figures (
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections import Counter
@@ -99,12 +100,15 @@ class Workload:
             sends its next one at once.
         duration: seconds per configuration.
         seed: the seed of the retry jitter and of the server's transient failures.
+        layout: ``"shared"``: the clients share one retrying transport (one limiter, quota and breaker);
+            ``"independent"``: each has its own, like separate processes.
     """
 
     clients: int
     rate: float
     duration: float
     seed: int = 0
+    layout: str = "shared"
 
     @property
     def demand(self) -> float:
@@ -233,9 +237,14 @@ async def run_configuration(
         on_tick: called with the running counters every ``server.bin_width`` seconds.
     """
     clock = DEFAULT_CLOCK
-    retrying = AsyncRetryTransport(
-        transport, policy=configuration.policy, rng=random.Random(workload.seed).random, name=configuration.name
-    )
+    count = 1 if workload.layout == "shared" else workload.clients
+    transports = [
+        AsyncRetryTransport(
+            transport, policy=configuration.policy, rng=random.Random(workload.seed + index).random,
+            name=configuration.name,
+        )
+        for index in range(count)
+    ]
     tally = Tally()
     trips = 0
 
@@ -246,12 +255,27 @@ async def run_configuration(
             trips += 1
 
     if configuration.policy.breaker is not None:
-        retrying.retrier.subscribe(count_trips)
+        for retrying in transports:
+            retrying.retrier.subscribe(count_trips)
     bins = len(server.trace.arrivals)
     fill = [math.nan] * bins
     interval = 1.0 / workload.rate
 
-    async with httpx.AsyncClient(transport=retrying, base_url=base_url, timeout=30.0) as client:
+    def fill_rate() -> float | None:
+        """The limiters' fill rate (their sum, with independent clients); ``None`` while none limits."""
+        rates = []
+        for retrying in transports:
+            scopes = retrying.statistics().scopes
+            limiter = scopes[0].limiter if scopes else None
+            if limiter is not None and limiter.enabled:
+                rates.append(limiter.fill_rate)
+        return sum(rates) if rates else None
+
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(transport=retrying, base_url=base_url, timeout=30.0))
+            for retrying in transports
+        ]
         server.start()
         start = clock.now()
 
@@ -281,7 +305,7 @@ async def run_configuration(
                     await clock.sleep(wait)
                 began = clock.now()
                 try:
-                    response = await client.get("/work")
+                    response = await clients[index % count].get("/work")
                 except Exception as error:
                     record(began, None, error)
                 else:
@@ -291,9 +315,7 @@ async def run_configuration(
         async def sample() -> None:
             for k in range(bins):
                 await clock.sleep(max(0.0, start + (k + 1) * server.bin_width - clock.now()))
-                scopes = retrying.statistics().scopes
-                limiter = scopes[0].limiter if scopes else None
-                tally.fill_rate = limiter.fill_rate if limiter is not None and limiter.enabled else None
+                tally.fill_rate = fill_rate()
                 if tally.fill_rate is not None:
                     fill[k] = tally.fill_rate
                 tally.elapsed = clock.now() - start

@@ -172,7 +172,7 @@ class Retrier:
             quota = RetryQuota(policy.quota_config, clock=clock, name=key, events=events)
         limiter = given(parts["limiter"], *_PARTS["limiter"], key, "limiter")
         if limiter is None and policy.limiter_config is not None:
-            limiter = AdaptiveRateLimiter(policy.limiter_config, clock=clock, name=key, events=events)
+            limiter = AdaptiveRateLimiter(policy.limiter_config, clock=clock, name=key, events=events, rng=self._rng)
         breaker = given(parts["breaker"], *_PARTS["breaker"], key, "breaker")
         if breaker is None and policy.breaker is not None:
             breaker = CircuitBreaker(policy.breaker, clock=clock, name=key, events=events)

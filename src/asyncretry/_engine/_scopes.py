@@ -147,8 +147,10 @@ class Scope:
         ``now``: the time just read on the breaker's own clock, if the caller has it (saves a read)."""
         limiter = self.limiter
         if limiter is not None:
-            # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to.
-            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started)
+            # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
+            # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
+            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
+                           failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
         breaker: CircuitBreaker | None = self.breaker  # type: ignore[assignment]  # a local scope's
         if breaker is not None:
             if kind is not _SUCCESS and kind.retryable:
@@ -160,7 +162,8 @@ class Scope:
         """:meth:`report` for a scope with parts on a server: the breaker's record is a round trip."""
         limiter = self.limiter
         if limiter is not None:
-            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started)
+            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
+                           failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
         breaker = self.breaker
         if breaker is None:
             return

@@ -52,6 +52,7 @@ _DURATIONS = (
     "quick_recovery_time",
     "probe_doubling_time",
     "burst",
+    "settle_time",
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
 MAX_BURST = 3600.0
@@ -116,6 +117,9 @@ class AdaptiveLimiterConfig:
         outage_probe: during an outage (nothing served for ``measurement_window``) the rate drops to
             this fraction of the capacity measured before it (floored at ``min_fill_rate``), in
             ``(0, 1]``; default 0.01.
+        settle_time: the hold after a confirming event grows from ``quick_recovery_time`` to
+            ``recovery_time`` as the estimate stays unchanged for this long, seconds (> 0): a capacity
+            that just changed is probed again soon, one stable for long seldom. Default 10.
 
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
@@ -143,6 +147,7 @@ class AdaptiveLimiterConfig:
     growth_margin: float = 0.1
     probe_lift: float = 0.01
     outage_probe: float = 0.01
+    settle_time: float | timedelta = 10.0
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -326,7 +331,7 @@ class RateController(Protocol):
     @property
     def last_throttle_time(self) -> float: ...
 
-    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None: ...
+    def update(self, now: float, throttled: bool, sent_at: float | None = None, failed: bool = False) -> None: ...
 
 
 class AwsRateController:
@@ -336,8 +341,9 @@ class AwsRateController:
         config: the constants.
         start: the limiter's start time ``t0``, seconds (``last_throttle_time = t0``, ``W_max = 0``).
 
-    Until the first update, ``fill_rate`` is ``min_fill_rate`` and ``max_capacity`` ``min_capacity``
-    (the SDKs differ here, and it does not matter: the limiter is not enabled before a throttle).
+    Until the first throttle, ``fill_rate`` is 1 (or ``min_fill_rate`` if higher) and ``max_capacity``
+    ``min_capacity``: the bucket fills at 1/s, as botocore's does, and holds what it filled when the first
+    throttle enables it.
     """
 
     __slots__ = (
@@ -358,7 +364,8 @@ class AwsRateController:
         self._min_fill = config.min_fill_rate
         self._min_capacity = config.min_capacity
         self.enabled = False
-        self.fill_rate = config.min_fill_rate
+        # botocore's bucket starts at max_rate 1: until the first throttle it fills at 1/s.
+        self.fill_rate = max(1.0, config.min_fill_rate)
         self.max_capacity = config.min_capacity
 
     @property
@@ -373,10 +380,11 @@ class AwsRateController:
     def last_throttle_time(self) -> float:
         return self._cubic.last_throttle_time
 
-    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
+    def update(self, now: float, throttled: bool, sent_at: float | None = None, failed: bool = False) -> None:
         """Feed one response received at ``now``; recomputes ``fill_rate`` and ``max_capacity``.
 
-        ``sent_at`` is accepted for the common interface and ignored: the SDKs do not use it.
+        ``sent_at`` and ``failed`` are accepted for the common interface and ignored: the SDKs count
+        every response that is not a throttle as a success.
         """
         measured = self._meter.record(now)
         if throttled:
@@ -452,6 +460,8 @@ class SlidingCounter:
 
 # Clamp for the probe's exponent: 2**64 times any estimate is beyond every cap.
 _MAX_DOUBLINGS = 64.0
+# The fewest unserved responses in a row that can show an outage (rule 6).
+_OUTAGE_EVIDENCE = 3
 
 
 class AsyncretryRateController:
@@ -479,16 +489,26 @@ class AsyncretryRateController:
        the gap refills the server's burst so that the next probe is cheap.
     4. **Recover, then probe.** The rate climbs back to the capacity along a concave cubic curve in
        ``recovery_time`` (``quick_recovery_time`` when the estimate changed: then it needs checking
-       soon), then probes above it, doubling every ``probe_doubling_time``: a capacity that grew is
-       found within seconds (AWS's cubic curve takes about 20 s to follow a step from 50 to 200/s),
-       and one that did not costs about one throttle per probe.
+       soon; in between, continuously, as the estimate moved and as it has held for ``settle_time``),
+       then probes above it, doubling every ``probe_doubling_time``: a capacity that grew is found
+       within seconds (AWS's cubic curve takes about 20 s to follow a step from 50 to 200/s), and one
+       that did not costs about one throttle per probe. A measurement from few successes (one client
+       of a fleet) is only known to about ``2 / n``: that much change still counts as confirming.
     5. **Cut again only if the decrease was not enough**: a second fresh throttle within
        ``reaction_time`` of a decrease (the capacity fell) cuts the rate to the share of fresh
        responses that succeeded, between ``min_repeat_decrease`` and ``repeat_decrease``. One throttle
        alone is tolerated: right after a decrease the server's bucket is still empty.
-    6. **Outages are not capacity.** When nothing at all was served for ``measurement_window``, the
-       rate drops to ``outage_probe`` (1%) of the capacity measured before, and the first success
-       restores 95% of that capacity at once, instead of climbing from the floor.
+    6. **Outages are not capacity.** When nothing at all was served for ``measurement_window`` and
+       enough answers came back meanwhile to tell (at least 3, and half a window's worth at the current
+       rate: a client back from a long backoff has sent too little), the rate drops to
+       ``outage_probe`` (1%) of the capacity measured before, and the first success restores 95% of
+       that capacity at once, instead of climbing from the floor. A failed attempt (``failed=True``:
+       a 503, a connection error) is neither a throttle nor a success: it never raises the rate.
+    7. **Fleets.** With one limiter per client, each client measures its own share. A client throttled
+       before any success starts from a share of what it sent (not the floor); a client that sent far
+       less than its estimate allowed between two throttles (asleep in a backoff) keeps its estimate
+       rather than reading its idleness as capacity; and the limiter draws a random token phase when
+       it is enabled, so that clients enabled by the same event do not send in step.
 
     The bucket holds ``burst`` seconds of the fill rate (AWS's holds a whole second), so a pause does
     not end in a burst the server would throttle.
@@ -499,10 +519,39 @@ class AsyncretryRateController:
     """
 
     __slots__ = (
-        "_before_outage", "_burst", "_config", "_decreased_at", "_doubling", "_echo_guard", "_event_at",
-        "_first_response", "_fresh_successes", "_fresh_throttles", "_good", "_horizon", "_marks", "_now",
-        "_outage", "_reaction", "_recovery", "_responses", "_restart_fraction", "_served", "_start",
-        "_starting", "_width", "_window", "enabled", "fill_rate", "last_max_rate", "max_capacity",
+        "_answered",
+        "_before_outage",
+        "_burst",
+        "_config",
+        "_counted",
+        "_decreased_at",
+        "_doubling",
+        "_echo_guard",
+        "_event_at",
+        "_first_response",
+        "_fresh_successes",
+        "_fresh_throttles",
+        "_good",
+        "_horizon",
+        "_last_good",
+        "_marks",
+        "_now",
+        "_outage",
+        "_reaction",
+        "_recovery",
+        "_responses",
+        "_restart_fraction",
+        "_served",
+        "_stable",
+        "_start",
+        "_starting",
+        "_unserved",
+        "_width",
+        "_window",
+        "enabled",
+        "fill_rate",
+        "last_max_rate",
+        "max_capacity",
     )
 
     def __init__(self, config: AdaptiveLimiterConfig, start: float) -> None:
@@ -519,7 +568,8 @@ class AsyncretryRateController:
         # A reference throttle must reach back over a whole recovery and probe.
         self._horizon = 4 * max(_seconds(config.recovery_time), window)
         # (send time, successes before it) of recent throttles, one per slot at most.
-        self._marks: deque[tuple[float, int]] = deque()
+        self._marks: deque[tuple[float, int, int]] = deque()
+        self._answered = 0
         self._served = 0
         self._start = start
         self._now = start
@@ -533,6 +583,10 @@ class AsyncretryRateController:
         self._before_outage = 0.0
         self._recovery = _seconds(config.quick_recovery_time)
         self._restart_fraction = config.utilization
+        self._last_good = start
+        self._unserved = 0
+        self._counted = 0.0
+        self._stable = start
         self.enabled = False
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
@@ -553,32 +607,51 @@ class AsyncretryRateController:
         """Whether nothing was served for a whole window: the rate is probing for the end of an outage."""
         return self._outage
 
-    def update(self, now: float, throttled: bool, sent_at: float | None = None) -> None:
-        """Feed one response received at ``now`` to a request sent at ``sent_at`` (``None``: unknown)."""
-        config = self._config
+    def update(self, now: float, throttled: bool, sent_at: float | None = None, failed: bool = False) -> None:
+        """Feed one response received at ``now`` to a request sent at ``sent_at`` (``None``: unknown).
+
+        ``failed``: the attempt failed for another reason (a 503, a connection error): not a success.
+        """
         self._now = now
         if self._first_response != self._first_response:  # NaN: the first response
             self._first_response = now
         self._responses.add(now)
+        self._answered += 1
         # Without send times, assume each request went out a little before its answer came back.
         sent = sent_at if sent_at is not None else now - self._echo_guard
-        fresh = sent > self._decreased_at
-        if not throttled:
-            self._good.add(now)
-            self._served += 1
-            if not self.enabled:
-                return
-            if self._starting and not fresh:
-                self._start_up(now)  # more answers of the first round trip: a better start
-                return
-            if fresh:
-                self._fresh_successes += 1
-            if self._outage:
-                self._outage = False
-                self._restart(now, self._before_outage, config.utilization, config.quick_recovery_time)
-            else:
-                self._grow(now)
+        if throttled:
+            self._unserved += 1
+            self._throttle(now, sent)
+        elif failed:
+            # Neither a throttle nor a success: it says nothing of the capacity, only of an outage.
+            self._unserved += 1
+            if self.enabled and not self._outage and self._no_service(now):
+                self._enter_outage(now)
+        else:
+            self._success(now, sent > self._decreased_at)
+
+    def _success(self, now: float, fresh: bool) -> None:
+        self._good.add(now)
+        self._served += 1
+        self._last_good = now
+        self._unserved = 0
+        if not self.enabled:
             return
+        if self._starting and not fresh:
+            self._start_up(now)  # more answers of the first round trip: a better start
+            return
+        if fresh:
+            self._fresh_successes += 1
+        if self._outage:
+            self._outage = False
+            config = self._config
+            self._restart(now, self._before_outage, config.utilization, config.quick_recovery_time)
+        else:
+            self._grow(now)
+
+    def _throttle(self, now: float, sent: float) -> None:
+        config = self._config
+        fresh = sent > self._decreased_at
         self._mark(sent)
         if not self.enabled or (self._starting and not fresh):
             self._start_up(now)
@@ -588,7 +661,7 @@ class AsyncretryRateController:
         self._starting = False
         new_episode = now - self._event_at > self._window
         self._event_at = now
-        if self._good.rate(now, self._window) <= 0.0:
+        if self._no_service(now):
             self._enter_outage(now)
             return
         if sent - self._decreased_at < self._reaction:
@@ -601,22 +674,55 @@ class AsyncretryRateController:
             return
         capacity = self._measure(now, sent)
         if capacity <= 0.0:
-            self._enter_outage(now)
+            # Nothing served since the reference, but too little sent to call it an outage (a client
+            # back from a long backoff): a plain decrease.
+            self._restart(now, self.fill_rate, config.repeat_decrease, config.quick_recovery_time)
             return
         if new_episode:
             self._before_outage = capacity
-        previous = self.last_max_rate
-        confirmed = abs(capacity - previous) <= config.stable_change * previous
-        recovery = config.recovery_time if confirmed else config.quick_recovery_time
-        self._restart(now, capacity, config.utilization, recovery)
+        self._restart(now, capacity, config.utilization, self._recovery_after(capacity))
 
     # --- the rules
+
+    def _no_service(self, now: float) -> bool:
+        """Whether this is an outage (rule 6): nothing served for a whole window, and enough sent
+        meanwhile to tell (a client that slept through the window, in a backoff, has not)."""
+        if now - self._last_good < self._window:
+            return False
+        return self._unserved >= max(_OUTAGE_EVIDENCE, 0.5 * self.fill_rate * self._window)
+
+    def _recovery_after(self, capacity: float) -> float:
+        """The recovery time after a measurement: up to ``recovery_time`` when it confirms the previous
+        one, shortening continuously to ``quick_recovery_time`` as it departs from it by half to all of
+        ``stable_change`` (a hard threshold turned measurement noise into a coin toss between 2.5 s and
+        0.5 s); and only as the estimate has held for ``settle_time`` (a capacity that changes every few
+        seconds is probed every few seconds)."""
+        config = self._config
+        quick = _seconds(config.quick_recovery_time)
+        previous = self.last_max_rate
+        if previous <= 0.0:
+            return quick
+        change = abs(capacity - previous) / previous
+        # A count of n successes is only known to about 1/sqrt(n): a client that serves few requests
+        # (one of a fleet) must not read its counting noise as a changed capacity.
+        tolerance = max(config.stable_change, 2.0 / max(self._counted, 1.0))
+        # Full hold up to half the tolerance, the quick one beyond it, linear in between.
+        weight = min(1.0, max(0.0, 2.0 - 2.0 * change / tolerance)) if tolerance > 0.0 else float(change == 0.0)
+        # How long the estimate has held, shrunk as much as this measurement moved it.
+        self._stable = self._now - weight * (self._now - self._stable)
+        settled = min(1.0, (self._now - self._stable) / _seconds(config.settle_time))
+        return quick + (_seconds(config.recovery_time) - quick) * weight * settled
 
     def _start_up(self, now: float) -> None:
         """The first throttles: start from what was served so far (rule 1)."""
         config = self._config
         covered = min(self._window, max(now - self._first_response, self._echo_guard))
-        served = max(self._good.rate(now, covered), self._before_outage)
+        served = self._good.rate(now, covered)
+        if served <= 0.0:
+            # Throttled before any success (one client of a fleet that started together): start from
+            # a share of what was sent, not at the floor with nothing measured to grow from.
+            served = config.min_repeat_decrease * self._responses.rate(now, covered)
+        served = max(served, self._before_outage)
         decreased_at = self._decreased_at if self.enabled else now
         self.enabled = True
         self._starting = True
@@ -629,10 +735,17 @@ class AsyncretryRateController:
         config = self._config
         reaction = self._reaction
         capacity = -1.0
-        for mark_sent, mark_served in reversed(self._marks):
+        counted = 0.0
+        for mark_sent, mark_served, mark_answered in reversed(self._marks):
             if mark_sent <= sent - reaction:
                 # The server's bucket was empty at both throttles: what it admitted in between is its rate.
-                capacity = (self._served - mark_served) / (sent - mark_sent)
+                counted = self._served - mark_served
+                capacity = counted / (sent - mark_sent)
+                answered = self._answered - mark_answered
+                if answered < 0.5 * self.last_max_rate * (sent - mark_sent):
+                    # This client sent far less than its estimate allowed (it slept in a backoff, or had
+                    # little to send): what it got is its demand, not the server's capacity.
+                    capacity = max(capacity, self.last_max_rate)
                 break
         span = min(self._window, now - self._decreased_at)
         served = self._good.rate(now, span)
@@ -640,11 +753,13 @@ class AsyncretryRateController:
             # No reference, or one from before the capacity grew (the server's bucket overflowed
             # while we sent less than it allowed): what it served lately measures it better.
             capacity = served
+            counted = served * span
         probe_start = self._decreased_at + self._recovery
         if sent - probe_start >= self._width and now - probe_start <= self._window:
             # A small server burst cannot hide a capacity above the estimate from the probe.
             probed = self._good.rate(now, now - probe_start)
             capacity = max(capacity, min(probed, (1.0 + config.probe_lift) * capacity))
+        self._counted = counted
         return min(capacity, self.fill_rate)
 
     def _restart(self, now: float, capacity: float, fraction: float, recovery: float | timedelta) -> None:
@@ -673,7 +788,9 @@ class AsyncretryRateController:
             return
         doublings = min((elapsed - recovery) / self._doubling, _MAX_DOUBLINGS)
         sending = self._responses.rate(now, self._reaction)
-        self._set(min(capacity * 2.0**doublings, max(config.max_rate_growth * sending, capacity)))
+        # Never beyond max_rate_growth times what was really sent (or the capacity, for a client that
+        # sends so slowly that a short span of responses cannot measure it).
+        self._set(min(capacity * 2.0**doublings, config.max_rate_growth * max(sending, capacity)))
 
     def _set(self, rate: float) -> None:
         config = self._config
@@ -684,9 +801,9 @@ class AsyncretryRateController:
     def _mark(self, sent: float) -> None:
         marks = self._marks
         if marks and sent - marks[-1][0] < self._width:
-            marks[-1] = (sent, self._served)  # one reference per slot is enough
+            marks[-1] = (sent, self._served, self._answered)  # one reference per slot is enough
         else:
-            marks.append((sent, self._served))
+            marks.append((sent, self._served, self._answered))
         while marks[0][0] < sent - self._horizon:
             marks.popleft()
 

@@ -16,13 +16,15 @@ decisions to the bucket and does the waiting.
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
 from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
-from .._validate import check_clock, check_instance, check_seconds, check_str
+from .._validate import check_callable, check_clock, check_instance, check_seconds, check_str
 from ._bucket import AsyncTokenBucket, _in_event_loop
 from ._clock import DEFAULT_CLOCK, Clock
 from ._cubic import AdaptiveLimiterConfig, RateController, new_rate_controller
@@ -89,6 +91,11 @@ class AdaptiveRateLimiter:
             because asyncio's and trio's clocks (real or virtual) have different origins.
         name: the limiter's name, used as the ``source`` of its events; default ``"limiter"``.
         events: the bus its events go to; defaults to :data:`~asyncretry.GLOBAL_EVENTS`.
+        rng: a callable returning floats in ``[0, 1)``, used once, when the first throttle enables the
+            limiter, to fill its bucket to a random fraction of a token: limiters enabled by the same
+            event (a fleet of clients, one limiter each) then release their tokens at different
+            instants instead of hitting the server's burst together. Defaults to ``random.random``.
+            The ``"aws"`` profile does not use it: its bucket keeps what it filled, as the SDKs' does.
     """
 
     __slots__ = (
@@ -99,6 +106,7 @@ class AdaptiveRateLimiter:
         "_config",
         "_control",
         "_events",
+        "_rng",
         "_throttles",
         "_timeouts",
         "_updates",
@@ -117,10 +125,12 @@ class AdaptiveRateLimiter:
         clock: Clock | None = None,
         name: str = "limiter",
         events: EventBus | None = None,
+        rng: Callable[[], float] | None = None,
     ) -> None:
         self._config = (
             _DEFAULT_CONFIG if config is None else check_instance("config", config, AdaptiveLimiterConfig)
         )
+        self._rng = random.random if rng is None else check_callable("rng", rng)
         self._clock = DEFAULT_CLOCK if clock is None else check_clock("clock", clock)
         self.name = check_str("name", name)
         self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
@@ -209,19 +219,13 @@ class AdaptiveRateLimiter:
             self._waits += 1
             self._wait_time += waited
 
-    def _admit_at_once(self) -> bool:
-        """:meth:`acquire` where it returns at once without yielding (no throttle seen yet): ``False``
-        when it could wait. For the engine's quick path, which then sends without awaiting anything."""
-        if self._control.enabled:
-            return False
-        self._acquires += 1
-        return True
-
     def try_acquire(self) -> bool:
         """Take permission to send one attempt without waiting; ``False`` if a wait would be needed.
 
-        For synchronous callers (the sync httpx transport), which sleep
-        :meth:`time_until_available` and try again.
+        Exactly the admission :meth:`acquire` would grant at once: ``True`` while no throttle has been
+        seen, or when a token is in the bucket and nobody waits in line (no overtaking). Synchronous and
+        cheap, for a caller that tries it before every attempt and awaits :meth:`acquire` only when it
+        returns ``False`` (the retry engine), or sleeps :meth:`time_until_available` (a sync caller).
         """
         if not self._control.enabled or self._bucket.try_acquire(1):
             self._acquires += 1
@@ -234,8 +238,10 @@ class AdaptiveRateLimiter:
             return 0.0
         return self._bucket.time_until_available(1)
 
-    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
-        """Feed the outcome of one response; adjusts the fill rate. Synchronous, never waits.
+    def update(
+        self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
+    ) -> None:
+        """Feed the outcome of one attempt; adjusts the fill rate. Synchronous, never waits.
 
         Args:
             throttled: whether the response was a throttling error.
@@ -244,6 +250,11 @@ class AdaptiveRateLimiter:
             sent_at: when the request was sent, on the limiter's clock (seconds); ``None`` if unknown.
                 The ``"asyncretry"`` profile uses it to tell a new congestion event from the echo of
                 one it already reacted to; the ``"aws"`` profile ignores it.
+            failed: the attempt failed for another retryable reason (a 503, a connection error, a
+                timeout): neither a throttle nor evidence that the server served it. The
+                ``"asyncretry"`` profile does not grow the rate on it, and a stretch of nothing but
+                failures counts as an outage; the ``"aws"`` profile counts it as the SDKs do (not a
+                throttle). Ignored when ``throttled`` is true.
         """
         now = self._clock.now()
         if not self._anchored:
@@ -252,31 +263,41 @@ class AdaptiveRateLimiter:
             self._anchored = True
             self._control = new_rate_controller(self._config, now)
         control = self._control
+        was_enabled = control.enabled
         old_rate = control.fill_rate
         old_capacity = control.max_capacity
-        control.update(now, throttled, sent_at)
+        control.update(now, throttled, sent_at, failed and not throttled)
         self._updates += 1
         if throttled:
             self._throttles += 1
             if self._events.wants(Throttled):
                 self._events.emit(Throttled(time=now, source=self.name, reason=reason))
         new_rate = control.fill_rate
-        if new_rate != old_rate or control.max_capacity != old_capacity:
+        if not was_enabled and control.enabled and self._config.profile != "aws":
+            # A random phase: limiters enabled by the same event must not release tokens in step.
+            self._bucket = AsyncTokenBucket(
+                new_rate,
+                control.max_capacity,
+                tokens=self._rng() * min(1.0, control.max_capacity),
+                clock=self._clock,
+                name=self.name,
+            )
+        elif new_rate != old_rate or control.max_capacity != old_capacity:
             # The rate setter first refills at the old rate, so the order matters (SPEC step 3).
             self._bucket.rate = new_rate
             self._bucket.capacity = control.max_capacity
-            if new_rate != old_rate and self._events.wants(LimiterRateChanged):
-                self._events.emit(
-                    LimiterRateChanged(
-                        time=now,
-                        source=self.name,
-                        old_rate=old_rate,
-                        new_rate=new_rate,
-                        measured_rate=control.measured_rate,
-                        throttled=throttled,
-                        enabled=control.enabled,
-                    )
+        if new_rate != old_rate and self._events.wants(LimiterRateChanged):
+            self._events.emit(
+                LimiterRateChanged(
+                    time=now,
+                    source=self.name,
+                    old_rate=old_rate,
+                    new_rate=new_rate,
+                    measured_rate=control.measured_rate,
+                    throttled=throttled,
+                    enabled=control.enabled,
                 )
+            )
 
     def statistics(self) -> LimiterStatistics:
         """A snapshot of the limiter's state and counters."""

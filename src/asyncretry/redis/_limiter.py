@@ -1,11 +1,18 @@
-"""RedisAdaptiveRateLimiter: the AWS adaptive (CUBIC) limiter for a whole fleet, with one shared rate.
+"""RedisAdaptiveRateLimiter: the adaptive limiter for a whole fleet, with one shared rate.
 
-Design, and why it converges: there is exactly one CUBIC state and one token bucket per name, both in one
-Redis hash. Every process reports its responses (how many, how many throttled) and takes its tokens from
-that bucket, in the same script; the script feeds the reports to the SPEC section 5 update (the measured
-send rate is therefore the *fleet's* send rate, and a throttle in any process cuts the one fill rate to
-``beta`` times it) and hands out tokens at the resulting fill rate. The fleet does not converge on a rate
-by gossip: it has only one rate, the one a single client sending the fleet's traffic would have.
+Design, and why it converges: there is exactly one rate-control state and one token bucket per name, both
+in one Redis hash. Every process reports its responses and takes its tokens from that bucket, in the same
+script; the script feeds the reports to the profile's update and hands out tokens at the resulting fill
+rate. The fleet does not converge on a rate by gossip: it has only one rate, the one a single client
+sending the fleet's traffic would have.
+
+Two profiles, two scripts. ``"asyncretry"`` (the default, :data:`~._scripts.LIMITER_ASYNCRETRY`): the
+server's capacity is what it admitted to the *fleet* between two congestion events; each process reports
+its successes, its throttles (split into fresh ones and echoes of a decrease the fleet already made, by
+the request's send time) and its failures; the rules are ``AsyncretryRateController``'s, reduced to
+counts (no outage detection: a run of 503s only stops the growth). ``"aws"``
+(:data:`~._scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
+throttle in any process cuts the one fill rate to ``beta`` times it.
 
 What stays local and cheap: :meth:`~RedisAdaptiveRateLimiter.update` is synchronous and only counts (and
 feeds a local shadow limiter, the fail-open fallback). Reports travel with the next
@@ -31,16 +38,16 @@ import redis.asyncio
 from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
-from .._primitives._cubic import AdaptiveLimiterConfig, RateController
+from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._validate import check_seconds
 from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
-from ._scripts import LIMITER
+from ._scripts import LIMITER, LIMITER_ASYNCRETRY
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
 
 
-_AWS = AdaptiveLimiterConfig(profile="aws")
+_DEFAULT = AdaptiveLimiterConfig()
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -91,13 +98,17 @@ class _View:
     seen_at: float = math.nan  # local clock
 
 
-class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
+class RedisAdaptiveRateLimiter(_Linked):
     """An adaptive (CUBIC) rate limiter whose fill rate and tokens are shared by every process of a fleet.
 
     Use it like :class:`~asyncretry.AdaptiveRateLimiter`: ``await limiter.acquire()`` before every
     attempt, ``limiter.update(throttled)`` after it; or give the retry engine a factory
     (``Retrier(policy, limiter=lambda key: RedisAdaptiveRateLimiter(backend, name=key))``).
     See the module documentation for the design.
+
+    It implements :class:`~asyncretry._primitives._shared.RemoteLimiter`, and only that: it is not an
+    :class:`~asyncretry.AdaptiveRateLimiter` (it cannot answer ``try_acquire()`` without a round trip),
+    but keeps one as its fail-open fallback, fed with this process's responses all along.
 
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
@@ -118,17 +129,30 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
     """
 
     __slots__ = (
+        "_acquires",
         "_args",
+        "_aws",
         "_bus",
+        "_clock",
+        "_config",
+        "_failed",
+        "_fallback",
         "_give",
         "_key_ttl_ms",
         "_link",
         "_next_sync",
         "_reported",
         "_reserved",
+        "_stale",
         "_sync_interval",
         "_throttled",
+        "_throttles",
+        "_timeouts",
+        "_updates",
         "_view",
+        "_wait_time",
+        "_waits",
+        "name",
     )
 
 
@@ -145,13 +169,14 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         events: EventBus | None = None,
     ) -> None:
         if config is None:
-            config = _AWS
-        elif config.profile != "aws":
-            raise ValueError(
-                f"profile must be 'aws' for RedisAdaptiveRateLimiter (the fleet's script runs SPEC section 5), "
-                f"got {config.profile!r}; use dataclasses.replace(config, profile='aws')"
-            )
-        super().__init__(config, clock=clock, name=name, events=_Muted())
+            config = _DEFAULT
+        self._config = config
+        self._clock = clock if clock is not None else DEFAULT_CLOCK
+        self.name = name
+        # The fail-open fallback: a local limiter that sees every response, whose events nobody hears.
+        self._fallback = AdaptiveRateLimiter(config, clock=clock, name=name, events=_Muted())
+        self._updates = self._throttles = self._acquires = self._waits = self._timeouts = 0
+        self._wait_time = 0.0
         self._bus = events if events is not None else GLOBAL_EVENTS
         self._sync_interval = check_seconds("sync_interval", sync_interval, low_open=True)
         self._key_ttl_ms = math.ceil(check_seconds("key_ttl", key_ttl, low_open=True) * 1000)
@@ -161,16 +186,32 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
             fallback="a local adaptive limiter fed with this process's responses",
         )
         c = self._config
-        self._args = (
-            fmt(c.beta), fmt(c.scale_constant), fmt(c.smoothing), fmt(_seconds(c.measurement_bucket)),
-            fmt(c.min_fill_rate), fmt(c.min_capacity), fmt(c.max_rate_growth),
-        )
+        self._aws = c.profile == "aws"
+        if self._aws:
+            self._args: tuple[str, ...] = (
+                fmt(c.beta), fmt(c.scale_constant), fmt(c.smoothing), fmt(_seconds(c.measurement_bucket)),
+                fmt(c.min_fill_rate), fmt(c.min_capacity), fmt(c.max_rate_growth),
+            )
+        else:
+            self._args = (
+                fmt(c.utilization), fmt(c.repeat_decrease), fmt(_seconds(c.reaction_time)),
+                fmt(_seconds(c.recovery_time)), fmt(_seconds(c.quick_recovery_time)), fmt(c.stable_change),
+                fmt(_seconds(c.settle_time)), fmt(_seconds(c.probe_doubling_time)), fmt(_seconds(c.burst)),
+                fmt(c.max_rate_growth), fmt(c.min_fill_rate), fmt(c.min_capacity),
+            )
         self._reported = 0  # responses not yet reported to the fleet
         self._throttled = 0  # of those, throttles
+        self._stale = 0  # of those, throttles of requests sent before the fleet's last decrease
+        self._failed = 0  # of the responses, failures (neither throttles nor successes)
         self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
         self._reserved = 0
         self._next_sync = -math.inf
         self._view = _View(fill_rate=c.min_fill_rate, max_capacity=c.min_capacity)
+
+    @property
+    def config(self) -> AdaptiveLimiterConfig:
+        """The limiter's settings (every process of the fleet must use the same)."""
+        return self._config
 
     @property
     def enabled(self) -> bool:
@@ -228,7 +269,12 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         max_wait = None if limit is None else _seconds(limit)
         reply = await self._run(want=True, max_wait=max_wait)
         if reply is None:
-            await AdaptiveRateLimiter.acquire(self, timeout=timeout)
+            try:
+                await self._fallback.acquire(timeout=timeout)
+            except RateLimitTimeout:
+                self._timeouts += 1
+                raise
+            self._acquires += 1
             return
         granted, wait, due = reply
         if not granted:
@@ -274,23 +320,18 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
         self._waits += 1
         self._wait_time += clock.now() - started
 
-    def try_acquire(self) -> bool:
-        """Not available on a fleet limiter (a token needs a round trip): use ``await acquire(timeout=0)``."""
-        raise TypeError(
-            f"{type(self).__name__} keeps its tokens on Redis and cannot answer synchronously; "
-            "use `await limiter.acquire(timeout=0)`"
-        )
-
     def time_until_available(self) -> float:
         """Estimate, from the last round trip, how long :meth:`acquire` would wait (0 while not enabled)."""
         if self._link.degraded:
-            return super().time_until_available()
+            return self._fallback.time_until_available()
         view = self._view
         if not view.enabled:
             return 0.0
         return max(0.0, (1.0 - self._tokens()) / view.fill_rate)
 
-    def update(self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None) -> None:
+    def update(
+        self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
+    ) -> None:
         """Count one response for the fleet (reported with the next round trip); synchronous and cheap.
 
         Args:
@@ -298,14 +339,25 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
             reason: why it counts as a throttle, for the :class:`~asyncretry.Throttled` event.
             sent_at: when the request was sent (local clock); only the local shadow uses it (the fleet
                 runs the ``"aws"`` profile, which ignores it).
+            failed: the attempt failed for another reason (a 503); the ``"aws"`` profile counts it as
+                the SDKs do (not a throttle).
         """
         # The local shadow, the fail-open fallback, sees every response.
-        AdaptiveRateLimiter.update(self, throttled, reason=reason, sent_at=sent_at)
+        self._fallback.update(throttled, reason=reason, sent_at=sent_at, failed=failed)
+        self._updates += 1
         self._reported += 1
         if throttled:
+            self._throttles += 1
             self._throttled += 1
+            view = self._view
+            # An echo of a decrease the fleet already made: the request went out before it.
+            sent = sent_at if sent_at is not None else self._clock.now() - 0.1
+            if view.enabled and sent <= view.last_throttle_time:
+                self._stale += 1
             if self._bus.wants(Throttled):
                 self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
+        elif failed:
+            self._failed += 1
 
     async def refresh(self) -> LimiterStatistics:
         """Report this process's responses and read the fleet's state now (one round trip)."""
@@ -315,7 +367,7 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
     def statistics(self) -> RedisLimiterStatistics:
         """Return the fleet's limiter as of the last round trip, with this process's counters."""
         link = self._link
-        local = super().statistics()
+        local = self._fallback.statistics()
         view = self._view
         fleet = not link.degraded
         return RedisLimiterStatistics(
@@ -350,8 +402,8 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
 
     # -- internals
 
-    def _local(self) -> RateController:
-        return self._control
+    def _local(self) -> AdaptiveRateLimiter:
+        return self._fallback
 
     def _tokens(self) -> float:
         view = self._view
@@ -362,10 +414,16 @@ class RedisAdaptiveRateLimiter(_Linked, AdaptiveRateLimiter):
 
     async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
         responses, throttles, give = self._reported, self._throttled, self._give
-        self._reported = self._throttled = self._give = 0
-        args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
+        stale, failed = self._stale, self._failed
+        self._reported = self._throttled = self._give = self._stale = self._failed = 0
+        report: tuple[int, ...]
+        if self._aws:
+            report = (responses, throttles)
+        else:
+            report = (responses - throttles - failed, throttles - stale, stale, failed)
+        args = (*self._args, *report, int(want), fmt(max_wait), give, self._key_ttl_ms)
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
-        reply = await self._link.run(LIMITER, args, report=not want)
+        reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
         now = self._clock.now()
         if reply is None:
             # Stale counts would skew the fleet's measured rate after the outage: only the tokens are kept.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["BREAKER", "BUCKET", "LIMITER", "QUOTA", "Script"]
+__all__ = ["BREAKER", "BUCKET", "LIMITER", "LIMITER_ASYNCRETRY", "QUOTA", "Script"]
 
 
 class Script:
@@ -289,4 +289,123 @@ redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax), f(v.ltt), f(now), f(old_fill),
         f(v.acc), f(due)}
+""")
+
+LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + """
+-- The fleet's adaptive limiter, default ("asyncretry") profile: the capacity the server admitted between
+-- two congestion events, measured over the whole fleet's successes; one token bucket at the resulting
+-- fill rate that every process takes its tokens from (as LIMITER). The rules are
+-- AsyncretryRateController's, reduced to counts: the echoes of an event are told apart by each process
+-- (a throttle of a request sent before the fleet's last decrease is 'stale'), outages are not detected
+-- (a run of 503s only stops the growth).
+-- ARGV: utilization, repeat_decrease, reaction_time, recovery_time, quick_recovery_time, stable_change,
+--       settle_time, probe_doubling_time, burst, max_rate_growth, min_fill_rate, min_capacity,
+--       successes, fresh throttles, stale throttles, failures (reported since the last round trip),
+--       want (0/1), max_wait (-1: no limit), give_back, ttl_ms
+local util, repeat_cut, reaction = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local slow, quick, stable = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local settle, doubling, burst = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local growth, min_fill, min_cap = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local ok, fresh, stale, failed = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
+local want, max_wait, give, ttl = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20])
+local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
+                'wt', 'ws', 'rate', 'stab', 'nf', 'cnt', 'st'}
+local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
+local v = {}
+for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
+if v.en == nil then
+  v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, acc = 0, srv = 0, dec = now, est = 0,
+       rec = quick, frac = util, mkt = now, mks = 0, wt = now, ws = 0, rate = 0, stab = now, nf = 0, cnt = 0,
+       st = now}
+end
+local function add(amount)
+  local before = v.tok
+  v.tok = math.min(v.cap, v.tok + amount)
+  if v.tok > before then v.acc = v.acc + (v.tok - before) end
+end
+if now > v.ts then add((now - v.ts) * v.fill) end
+v.ts = now
+if give > 0 then add(give) end
+local old_fill = v.fill
+local function set(rate)
+  v.fill = math.max(rate, min_fill); v.cap = math.max(v.fill * burst, min_cap)
+end
+local function restart(capacity, fraction, hold)
+  v.est = capacity; v.dec = now; v.frac = fraction; v.rec = hold; v.nf = 0
+  v.mkt = now; v.mks = v.srv
+  set(fraction * capacity)
+end
+-- the served rate, over windows of at least one second
+v.srv = v.srv + ok
+v.cnt = v.cnt + ok + fresh + stale + failed
+if now - v.wt >= 1 then
+  v.rate = (v.srv - v.ws) / (now - v.wt); v.wt = now; v.ws = v.srv
+end
+local function served()
+  local partial = (v.srv - v.ws) / math.max(now - v.wt, 0.1)
+  if v.rate <= 0 or now - v.wt >= reaction then return math.max(v.rate, partial) end
+  return v.rate
+end
+if fresh > 0 then
+  if v.en == 0 then
+    -- rule 1: start from what the fleet was served (or a share of what it sent), not from the floor
+    local base = served()
+    if base <= 0 then base = 0.25 * v.cnt / math.max(now - v.wt, 0.1) end
+    v.en = 1; v.stab = now; v.st = now
+    restart(base, repeat_cut, quick)
+  elseif now - v.st < 2 * reaction then
+    -- more answers of the first round trip, reported by the other processes: the start stands
+  elseif now - v.dec < reaction then
+    -- rule 5: a second fresh throttle right after a decrease: the capacity fell further
+    v.nf = v.nf + fresh
+    if v.nf >= 2 then
+      v.stab = now
+      restart(v.fill, repeat_cut, quick)
+    end
+  else
+    -- rule 3: the capacity is what the server admitted since the last event
+    local capacity = served()
+    if now - v.mkt >= reaction then capacity = (v.srv - v.mks) / (now - v.mkt) end
+    if served() > 1.1 * capacity then capacity = served() end
+    capacity = math.min(capacity, v.fill)
+    if capacity <= 0 then capacity = v.fill * repeat_cut end
+    local change = 1
+    if v.est > 0 then change = math.abs(capacity - v.est) / v.est end
+    local tol = math.max(stable, 2 / math.max(v.srv - v.mks, 1))
+    local weight = math.min(1, math.max(0, 2 - 2 * change / tol))
+    v.stab = now - weight * (now - v.stab)
+    local hold = quick + (slow - quick) * weight * math.min(1, (now - v.stab) / settle)
+    restart(capacity, util, hold)
+  end
+elseif v.en == 1 and ok > 0 then
+  -- rule 4: recover to the estimate along a concave curve, then probe above it
+  local elapsed = now - v.dec
+  local capacity = math.max(v.est, min_fill)
+  if elapsed < v.rec then
+    set(capacity * (1 - (1 - v.frac) * (1 - elapsed / v.rec) ^ 3))
+  else
+    local doublings = math.min((elapsed - v.rec) / doubling, 64)
+    set(math.min(capacity * 2 ^ doublings, growth * math.max(served(), capacity)))
+  end
+end
+v.tok = math.min(v.tok, v.cap)
+local granted, wait, due = 1, 0, v.acc
+if want == 1 and v.en == 1 then
+  if v.tok + v.fill * 1e-9 >= 1 then
+    v.tok = v.tok - 1
+  else
+    wait = (1 - v.tok) / v.fill
+    if max_wait >= 0 and wait > max_wait then
+      granted = 0
+    else
+      v.tok = v.tok - 1; due = v.acc - v.tok
+    end
+  end
+end
+local out = {}
+for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
+redis.call('HSET', KEYS[1], unpack(out))
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(served()), f(v.est), f(v.dec), f(now),
+        f(old_fill), f(v.acc), f(due)}
 """)
