@@ -503,6 +503,11 @@ class Call:
         )
 
     @property
+    def scope_key(self) -> str:
+        """The scope (resource) the call belongs to."""
+        return self.scope.key
+
+    @property
     def total_delay(self) -> float:
         """Seconds of backoff scheduled so far."""
         return sum(self._delays)

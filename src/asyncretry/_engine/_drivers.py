@@ -95,11 +95,6 @@ class Attempts(Call):
                 raise StopAsyncIteration
         return attempt
 
-    @property
-    def scope_key(self) -> str:
-        """The scope (resource) the call belongs to."""
-        return self.scope.key
-
     # ------------------------------------------------------------------------------ start
     async def start(self) -> Attempt | None:
         """Wait for what the next attempt needs and begin it; ``None`` when the call is over.
@@ -324,11 +319,6 @@ class SyncAttempts(Call):
         if attempt is None:
             raise StopIteration
         return attempt
-
-    @property
-    def scope_key(self) -> str:
-        """The scope (resource) the call belongs to."""
-        return self.scope.key
 
     def start(self) -> Attempt | None:
         """Wait (blocking the thread) for what the next attempt needs and begin it; ``None`` when over."""

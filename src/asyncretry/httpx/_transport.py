@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 import httpx
@@ -337,31 +337,27 @@ class _Base:
             return response, None
         return response, decode_bounded(response.headers, raw, self.classifier.max_error_body)
 
-    def _judge(self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str],
-               plan: _Plan) -> Outcome:
+    def _judge(
+        self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]
+    ) -> Outcome:
+        """Mark the attempt with what a response that needs judging says of it; returns that outcome."""
         outcome = self._outcome(response, body, headers)
         if outcome.kind is not _SUCCESS:
             attempt.classify_result(outcome)
         return outcome
 
 
-def _inner_async(transport: httpx.AsyncBaseTransport | None, options: dict[str, Any]) -> httpx.AsyncBaseTransport:
-    if transport is None:
-        return httpx.AsyncHTTPTransport(**options)
-    if options:
-        raise TypeError(f"pass either transport or the options of the transport to build ({sorted(options)}), not both")
-    if not isinstance(transport, httpx.AsyncBaseTransport):
-        raise TypeError(f"transport must be an httpx.AsyncBaseTransport (an async transport), got {transport!r}")
-    return transport
+T = TypeVar("T", httpx.AsyncBaseTransport, httpx.BaseTransport)
 
 
-def _inner_sync(transport: httpx.BaseTransport | None, options: dict[str, Any]) -> httpx.BaseTransport:
+def _inner(transport: T | None, options: dict[str, Any], kind: type[T], build: Callable[..., T], what: str) -> T:
+    """The transport that really sends: the one given (of the right kind), or one built from httpx's options."""
     if transport is None:
-        return httpx.HTTPTransport(**options)
+        return build(**options)
     if options:
         raise TypeError(f"pass either transport or the options of the transport to build ({sorted(options)}), not both")
-    if not isinstance(transport, httpx.BaseTransport):
-        raise TypeError(f"transport must be an httpx.BaseTransport (a sync transport), got {transport!r}")
+    if not isinstance(transport, kind):
+        raise TypeError(f"transport must be an httpx.{kind.__name__} ({what}), got {transport!r}")
     return transport
 
 
@@ -431,7 +427,9 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             wall_clock=wall_clock, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout, name=name,
             read_body=read_body, error_body_timeout=error_body_timeout,
         )
-        self._transport = _inner_async(transport, transport_options)
+        self._transport = _inner(
+            transport, transport_options, httpx.AsyncBaseTransport, httpx.AsyncHTTPTransport, "an async transport"
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
@@ -484,7 +482,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                     body = self._in_memory(response)
                 except httpx.ResponseNotRead:  # still a stream (a real connection): read its start
                     response, body = await self._peek_body(response, attempts)
-            outcome = self._judge(attempt, response, body, headers, plan)
+            outcome = self._judge(attempt, response, body, headers)
             if plan.read_body and outcome.kind is _SUCCESS:
                 await response.aread()
         except Exception as error:
@@ -648,7 +646,9 @@ class RetryTransport(_Base, httpx.BaseTransport):
             raise ValueError("on_give_up must be a plain function for the synchronous RetryTransport")
         if self.policy.hedging is not None:
             raise ValueError(_SYNC_HEDGING)
-        self._transport = _inner_sync(transport, transport_options)
+        self._transport = _inner(
+            transport, transport_options, httpx.BaseTransport, httpx.HTTPTransport, "a sync transport"
+        )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
@@ -686,7 +686,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
                     body = self._in_memory(response)
                 except httpx.ResponseNotRead:
                     response, body = self._peek_body(response)
-            outcome = self._judge(attempt, response, body, headers, plan)
+            outcome = self._judge(attempt, response, body, headers)
             if plan.read_body and outcome.kind is _SUCCESS:
                 response.read()
         except Exception as error:
