@@ -408,6 +408,11 @@ class PrefixedStream(httpx.AsyncByteStream, httpx.SyncByteStream):
         if self._rest is not None:
             yield from self._rest
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether the whole body is held here (closing it is then instant, with nothing to release)."""
+        return self._rest is None
+
     async def aclose(self) -> None:
         if self._rest is not None:
             await self._rest.aclose()

@@ -550,9 +550,14 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
 async def _discard(response: httpx.Response | None) -> None:
     """Close a response nobody will read (a retried one), even while being cancelled, so that its
     connection goes back to the pool and the retry's bookkeeping is not interrupted half-way."""
-    if response is not None:
-        with anyio.move_on_after(5.0, shield=True):
-            await response.aclose()
+    if response is None:
+        return
+    stream = response.stream
+    if type(stream) is httpx.ByteStream or (isinstance(stream, PrefixedStream) and stream.in_memory):
+        await response.aclose()  # a body in memory: closing it cannot wait on anything
+        return
+    with anyio.move_on_after(5.0, shield=True):
+        await response.aclose()
 
 
 class _Remaining:
