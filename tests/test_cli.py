@@ -353,3 +353,12 @@ def test_demo_runs_and_prints_the_table(capsys: pytest.CaptureFixture[str], tmp_
     for header in ("configuration", "requests", "ok/s", "share", "429s", "sends/", "trips", "p50", "p99", "failed"):
         assert header in out
     assert path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_simulate_compares_a_retry_budget_with_the_quota(capsys: pytest.CaptureFixture[str]) -> None:
+    """--configs standard,budget runs standard mode with the quota and with a retry budget instead."""
+    status, out, _ = run(capsys, "simulate", "--duration", "8", "--clients", "4", "--configs", "standard,budget")
+    assert status == 0
+    labels = [line.split()[0] for line in out.splitlines() if line.strip().startswith(("standard ", "budget "))]
+    assert "standard" in labels
+    assert "budget" in labels

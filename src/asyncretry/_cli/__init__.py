@@ -21,7 +21,8 @@ from ._common import CommandError, UsageError
 
 __all__ = ["build_parser", "main"]
 
-_CONFIGURATIONS = ("none", "naive", "standard", "adaptive")
+_CONFIGURATIONS = ("none", "naive", "standard", "adaptive", "budget")
+_DEFAULT_CONFIGURATIONS = _CONFIGURATIONS[:4]  # the budget is asked for by name (the demo stays under a minute)
 _LAYOUTS = ("shared", "independent")  # as asyncretry._simulation.LAYOUTS, without importing it for --help
 _EXTRA_MODULES = {"httpx": "cli", "rich": "cli", "uvicorn": "cli", "matplotlib": "plot"}
 
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="seconds per configuration")
     demo.add_argument("--rate", type=number(0.0, 50, low_open=True), default=2.0,
                       help="requests per second each client wants")
-    demo.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_CONFIGURATIONS,
+    demo.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_DEFAULT_CONFIGURATIONS,
                       help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
     demo.add_argument("--profile", type=choice_list(_limiter_profiles()), default=(_default_profile(),),
                       help="the adaptive limiter's profile(s), comma-separated, from: "
@@ -159,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the server's service time")
     simulate.add_argument("--transient", type=number(0, 1), default=0.03,
                           help="the fraction of served requests that fail with 503")
-    simulate.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_CONFIGURATIONS,
+    simulate.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_DEFAULT_CONFIGURATIONS,
                           help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
     simulate.add_argument("--profile", type=choice_list(_limiter_profiles()), default=(_default_profile(),),
                           help="adaptive limiter profiles to compare, comma-separated, from: "

@@ -22,6 +22,7 @@ from .._events import BreakerStateChanged, Event
 from .._exceptions import CircuitOpenError, RateLimitTimeout, RetryCapacityExceeded
 from .._primitives._backoff import NoBackoff
 from .._primitives._breaker import CircuitBreakerConfig
+from .._primitives._budget import RetryBudgetConfig
 from .._primitives._clock import DEFAULT_CLOCK
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveLimiterConfig
@@ -40,7 +41,7 @@ __all__ = [
     "run_configuration",
 ]
 
-CONFIGURATIONS = ("none", "naive", "standard", "adaptive")
+CONFIGURATIONS = ("none", "naive", "standard", "adaptive", "budget")
 """The configurations the demo compares, by their command-line names."""
 
 DEMO_BREAKER = CircuitBreakerConfig(
@@ -85,6 +86,12 @@ def configurations(names: Sequence[str], *, profiles: Sequence[str] = ("aws",)) 
                     RetryPolicy.aws_adaptive(breaker=DEMO_BREAKER, limiter=AdaptiveLimiterConfig(profile=profile)),
                     f"standard plus the CUBIC client-side rate limiter (profile {profile!r})",
                 ))
+        elif name == "budget":
+            result.append(Configuration(
+                "budget", RetryPolicy.aws_standard(quota=False, budget=RetryBudgetConfig(), breaker=DEMO_BREAKER),
+                "standard mode with a retry budget instead of the quota: retries at most 20% of recent requests "
+                "plus 10/s; and a breaker",
+            ))
         else:
             raise ValueError(f"configuration must be one of {', '.join(CONFIGURATIONS)}, got {name!r}")
     return result
