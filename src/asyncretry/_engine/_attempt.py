@@ -159,7 +159,6 @@ class Attempt:
         if exc is not None and not isinstance(exc, Exception):
             call.abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
             return False
-        assert exc is None or isinstance(exc, Exception)
         if call.scope.local:  # nothing to await before the decision: settle here, one coroutine less
             step = settle_locally(call, self, exc, call.retrier.clock.now())
             return step == RETRY or (step != DONE and await call.after(step))

@@ -132,7 +132,7 @@ class Call:
             if policy.deadline is not None:
                 self.deadline_at = now + _seconds(policy.deadline)
         budget = scope.budget
-        if isinstance(budget, RetryBudget):
+        if budget is not None and isinstance(budget, RetryBudget):
             budget.record_request(now=now)  # a remote budget is told by the async driver, awaited
         test = current_test_mode()
         if test is not None:
@@ -243,10 +243,12 @@ class Call:
             :attr:`delay`; in the quota's waiting mode, first wait for :attr:`due` tokens).
         """
         self.in_attempt = False
-        self.probe = False
+        if self.probe:
+            self.probe = False
         self.outcome = outcome
         kind = outcome.kind
-        events = self.retrier.events
+        retrier = self.retrier
+        events = retrier.events
         if kind is _THROTTLING and self.scope.limiter is None and events.wants(Throttled):
             events.emit(Throttled(time=now, source=self.scope.key, reason=outcome.reason))  # (a limiter emits its own)
         if events.wants(AttemptFinished):
@@ -261,7 +263,7 @@ class Call:
                 self.last_error = None  # see forget_errors
             cost = self._cost
             self.refund_due = cost if cost is not None else self.scope.success_increment
-            self.retrier._successes += 1
+            retrier._successes += 1
             return DONE
         if error is not None:
             self.last_error = error

@@ -58,7 +58,8 @@ def _pay_first(call: Call, scope: Scope) -> None:
 
 def _begin_now(call: Attempts | SyncAttempts) -> Attempt | None:
     """The first attempt of ``call``, begun at once when nothing may make it wait or refuse it; else ``None``."""
-    if call.number or not call.scope.admits_at_once():
+    scope = call.scope
+    if call.number or not scope.unpaced or (scope.breaker is not None and not scope.admits_at_once()):
         return None
     attempt = Attempt()
     attempt._attempts = call
