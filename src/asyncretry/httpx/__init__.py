@@ -16,14 +16,14 @@ from ._errors import RateLimitTimeoutError as RateLimitTimeoutError
 from ._errors import RetryBudgetExceededError as RetryBudgetExceededError
 from ._errors import RetryCapacityExceededError as RetryCapacityExceededError
 from ._fetch import fetch as fetch
+from ._report import EXTENSION as EXTENSION
+from ._report import RetryInfo as RetryInfo
+from ._report import describe as describe
+from ._report import retry_info as retry_info
+from ._report import scope_by_origin as scope_by_origin
 from ._retry_after import server_delay as server_delay
-from ._transport import EXTENSION as EXTENSION
 from ._transport import AsyncRetryTransport as AsyncRetryTransport
-from ._transport import RetryInfo as RetryInfo
 from ._transport import RetryTransport as RetryTransport
-from ._transport import describe as describe
-from ._transport import retry_info as retry_info
-from ._transport import scope_by_origin as scope_by_origin
 
 __all__ = [
     "EXTENSION",

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from ._transport import EXTENSION
+from ._report import EXTENSION
 
 __all__ = ["fetch"]
 

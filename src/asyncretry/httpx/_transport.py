@@ -40,109 +40,24 @@ from .. import (
     RandomSource,
     Retrier,
     RetrierStatistics,
-    RetryHistory,
     RetryPolicy,
-    SyncAttempts,
 )
 from .._validate import check_bool, check_seconds
 from ._body import decode_bounded
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
 from ._errors import as_httpx_error
+from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
 from ._retry_after import server_delay
+from ._streams import Remaining, Stalled, discard
 
 __all__ = [
     "EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "describe", "retry_info", "scope_by_origin",
 ]
 
-EXTENSION = "asyncretry"
-"""The key of asyncretry's entry in ``request.extensions`` (overrides) and ``response.extensions`` (report)."""
-
 _SUCCESS = OutcomeKind.SUCCESS
 _OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body", "hedge"})
 
 ScopeKey = Callable[[httpx.Request], str]
-
-_ORIGINS: dict[tuple[str, str, int | None], str] = {}
-
-
-def scope_by_origin(request: httpx.Request) -> str:
-    """The default scope of a request: its origin, ``scheme://host:port``."""
-    url = request.url
-    key = (url.scheme, url.host, url.port)
-    origin = _ORIGINS.get(key)
-    if origin is None:
-        port = url.port or (443 if url.scheme == "https" else 80)
-        origin = f"{url.scheme}://{url.host}:{port}"
-        if len(_ORIGINS) >= 4096:  # a bounded cache: origins are few, but never let it grow without end
-            _ORIGINS.clear()
-        _ORIGINS[key] = origin
-    return origin
-
-
-def describe(request: httpx.Request) -> str:
-    """What a log line or a span says of a request: its method and URL, without credentials or query."""
-    url = request.url
-    port = f":{url.port}" if url.port is not None else ""
-    return f"{request.method} {url.scheme}://{url.host}{port}{url.path}"
-
-
-class RetryInfo:
-    """What the transport reports in ``response.extensions["asyncretry"]`` (read it with :func:`retry_info`).
-
-    Attributes:
-        attempts: attempts made (1 when the first one was final).
-        total_delay: seconds slept between attempts.
-        scope: the scope the request belonged to.
-        gave_up: why retrying stopped on this (failed) response, or ``None``.
-        history: the full record of the attempts (built when first read).
-    """
-
-    __slots__ = ("_call", "_history")
-
-    def __init__(self, call: Attempts | SyncAttempts) -> None:
-        # Made for every response, so it only keeps the finished call and reads it when asked.
-        self._call = call
-        self._history: RetryHistory | None = None
-
-    @property
-    def attempts(self) -> int:
-        return self._call.number
-
-    @property
-    def total_delay(self) -> float:
-        return self._call.total_delay
-
-    @property
-    def scope(self) -> str:
-        return self._call.scope_key
-
-    @property
-    def gave_up(self) -> str | None:
-        return self._call.gave_up
-
-    @property
-    def history(self) -> RetryHistory:
-        if self._history is None:
-            self._history = self._call.history()
-        return self._history
-
-    def __repr__(self) -> str:
-        return (
-            f"RetryInfo(attempts={self.attempts}, total_delay={self.total_delay:.3f}, scope={self.scope!r}, "
-            f"gave_up={self.gave_up!r})"
-        )
-
-
-def retry_info(response: httpx.Response) -> RetryInfo:
-    """The :class:`RetryInfo` of a response that came through a retry transport (typed).
-
-    Raises:
-        LookupError: the response did not come through :class:`AsyncRetryTransport` / :class:`RetryTransport`.
-    """
-    info = response.extensions.get(EXTENSION)
-    if isinstance(info, RetryInfo):
-        return info
-    raise LookupError("this response did not come through an asyncretry transport (no RetryInfo)")
 
 
 _REPLAYABLE = Replay(True)
@@ -447,7 +362,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                     response = await self._send(attempt, request, plan, attempts)
                 if attempts.done:
                     break
-                await _discard(response)
+                await discard(response)
                 attempt = None
         except AsyncRetryError as error:
             raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
@@ -461,7 +376,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         """The request with hedges: the same sends, raced; every losing or failed response is closed."""
         try:
             response = await attempts.hedged(
-                config, lambda attempt: self._send(attempt, request, plan, attempts), _discard
+                config, lambda attempt: self._send(attempt, request, plan, attempts), discard
             )
         except AsyncRetryError as error:
             raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
@@ -486,13 +401,13 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             if plan.read_body and outcome.kind is _SUCCESS:
                 await response.aread()
         except Exception as error:
-            await _discard(response)
+            await discard(response)
             classified = self.classifier.error_outcome(error)
             if classified is not None:
                 attempt.classify_error(classified)
             raise
         except BaseException:
-            await _discard(response)  # cancelled (our own attempt timeout too): never keep the connection
+            await discard(response)  # cancelled (our own attempt timeout too): never keep the connection
             raise
         return response
 
@@ -527,13 +442,13 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         if stalled:
             # The body did not come in time: judge the response by its status and headers; whoever reads
             # its body later gets what came, then an httpx.ReadTimeout (never a silently short body).
-            response.stream = PrefixedStream(raw, _Stalled(stream, budget))
+            response.stream = PrefixedStream(raw, Stalled(stream, budget))
             return response, None
         if finished:
             # Read to the end, the stream still holds its connection until it is closed: close it now,
             # the caller gets the bytes from memory (the response itself stays open for the caller).
             await stream.aclose()  # type: ignore[union-attr]
-        return self._peeked(response, raw, None if finished else _Remaining(iterator, stream))
+        return self._peeked(response, raw, None if finished else Remaining(iterator, stream))
 
     @property
     def inner(self) -> httpx.AsyncBaseTransport:
@@ -545,67 +460,6 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
 
     def __repr__(self) -> str:
         return f"<AsyncRetryTransport {self.retrier!r} over {type(self._transport).__name__}>"
-
-
-async def _discard(response: httpx.Response | None) -> None:
-    """Close a response nobody will read (a retried one), even while being cancelled, so that its
-    connection goes back to the pool and the retry's bookkeeping is not interrupted half-way."""
-    if response is None:
-        return
-    stream = response.stream
-    if type(stream) is httpx.ByteStream or (isinstance(stream, PrefixedStream) and stream.in_memory):
-        await response.aclose()  # a body in memory: closing it cannot wait on anything
-        return
-    with anyio.move_on_after(5.0, shield=True):
-        await response.aclose()
-
-
-class _Remaining:
-    """The rest of a partly read stream (the iterator already started) and its closer."""
-
-    def __init__(self, iterator: Any, stream: Any) -> None:
-        self._iterator = iterator
-        self._stream = stream
-
-    async def __aiter__(self) -> Any:
-        async for chunk in self._iterator:
-            yield chunk
-
-    def __iter__(self) -> Any:
-        yield from self._iterator
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    def close(self) -> None:
-        self._stream.close()
-
-
-class _Stalled:
-    """The rest of an error body that stopped coming while it was peeked at: reading it is a ReadTimeout."""
-
-    def __init__(self, stream: Any, waited: float) -> None:
-        self._stream = stream
-        self._waited = waited
-
-    def _error(self) -> httpx.ReadTimeout:
-        within = "httpx's read timeout" if math.isnan(self._waited) else f"{self._waited:g} s"
-        return httpx.ReadTimeout(f"the error body stalled: nothing more came within {within}")
-
-    def __aiter__(self) -> _Stalled:
-        return self
-
-    async def __anext__(self) -> bytes:
-        raise self._error()
-
-    def __iter__(self) -> Any:
-        raise self._error()
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    def close(self) -> None:
-        self._stream.close()
 
 
 class RetryTransport(_Base, httpx.BaseTransport):
@@ -720,14 +574,14 @@ class RetryTransport(_Base, httpx.BaseTransport):
         except httpx.ReadTimeout:
             # A blocking read cannot be given a budget of its own: httpx's read timeout is the budget.
             # As in the async transport, the response is then judged by its status and headers.
-            response.stream = PrefixedStream(b"".join(chunks), _Stalled(stream, math.nan))
+            response.stream = PrefixedStream(b"".join(chunks), Stalled(stream, math.nan))
             return response, None
         except Exception:
             response.close()
             raise
         if finished:
             stream.close()  # type: ignore[union-attr]  # as in the async transport: release the connection now
-        return self._peeked(response, b"".join(chunks), None if finished else _Remaining(iterator, stream))
+        return self._peeked(response, b"".join(chunks), None if finished else Remaining(iterator, stream))
 
     @property
     def inner(self) -> httpx.BaseTransport:
