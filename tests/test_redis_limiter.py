@@ -240,12 +240,13 @@ async def test_four_processes_share_the_default_profile_near_the_capacity_with_f
                 limiter.update(not served, sent_at=sent)
 
         started = time.monotonic()
-        with anyio.move_on_after(5.0):
+        # 8 s (7 measured): a stall of a loaded machine's event loop weighs little against the whole run.
+        with anyio.move_on_after(8.0):
             async with anyio.create_task_group() as tg:
                 for limiter in limiters * 4:
                     tg.start_soon(worker, limiter)
         states = [await limiter.refresh() for limiter in limiters]
     late = [served for t, served in attempts if t >= started + 1.0]
     assert all(state.enabled for state in states)
-    assert sum(late) / 4.0 >= 0.85 * 100  # served near the capacity (real time on a busy machine: a margin)
+    assert sum(late) / 7.0 >= 0.85 * 100  # served near the capacity (real time on a busy machine: a margin)
     assert sum(late) >= 0.95 * len(late)  # at most 5% throttled
