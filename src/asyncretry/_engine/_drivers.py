@@ -68,6 +68,17 @@ def _begin_now(call: Attempts | SyncAttempts) -> Attempt | None:
     return attempt
 
 
+def _new_attempt(call: Attempts | SyncAttempts, delay: float, probe: bool) -> Attempt:
+    """Begin the call's next attempt, slept ``delay`` seconds after the last (a half-open probe if ``probe``)."""
+    attempt = Attempt()
+    attempt._attempts = call
+    number = call.begin(delay, probe)
+    if number != 1:
+        attempt.number = number
+        attempt.delay_before = delay
+    return attempt
+
+
 def _log_hook_failure(info: GiveUpInfo) -> None:
     # The caller must see the call's real error, not the hook's: log the hook's and go on.
     logger.exception("asyncretry: the on_give_up hook failed for a call in scope %r", info.scope)
@@ -138,13 +149,7 @@ class Attempts(Call):
             if isinstance(error, Exception) and self.gave_up is not None:
                 await self._finish()  # refused: the on_give_up hook runs before the error is raised
             raise
-        attempt = Attempt()
-        attempt._attempts = self
-        number = self.begin(delay, probe)
-        if number != 1:
-            attempt.number = number
-            attempt.delay_before = delay
-        return attempt
+        return _new_attempt(self, delay, probe)
 
     async def _wait_for_quota(self) -> None:
         quota = self.scope.quota
@@ -354,13 +359,7 @@ class SyncAttempts(Call):
             if isinstance(error, Exception) and self.gave_up is not None:
                 self._finish()
             raise
-        attempt = Attempt()
-        attempt._attempts = self
-        number = self.begin(delay, probe)
-        if number != 1:
-            attempt.number = number
-            attempt.delay_before = delay
-        return attempt
+        return _new_attempt(self, delay, probe)
 
     def _block_for_quota(self) -> None:
         quota = self.scope.quota
