@@ -6,12 +6,14 @@ jump straight to the next timer, so timing tests are exact and instant.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import trio.testing
 from hypothesis import settings
 
+from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
 from asyncretry.testing import virtual_time_loop
 
 # The Redis fixtures live here (conftest level) so that the session-scoped server starts once per run,
@@ -34,3 +36,20 @@ def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
     if request.param == "asyncio":
         return ("asyncio", {} if real_time else {"loop_factory": virtual_time_loop})
     return ("trio", {} if real_time else {"clock": trio.testing.MockClock(autojump_threshold=0)})
+
+
+# -- the project's fault-injecting HTTP server (uvicorn on 127.0.0.1), for the httpx integration tests
+@pytest.fixture(scope="module")
+def server() -> Iterator[FaultServer]:
+    """One fault server per test module; each test gets its app configured afresh (:func:`fresh_app`)."""
+    with FaultServer(FaultyApp()) as running:
+        yield running
+
+
+def fresh_app(server: FaultServer, config: ServerConfig) -> FaultyApp:
+    """The server's app with ``config`` and no record of earlier requests."""
+    app = server.app
+    assert isinstance(app, FaultyApp)
+    app.configure(config)
+    app.reset()
+    return app

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis
@@ -143,26 +143,33 @@ def _require_binary() -> str:
     return binary
 
 
+class _Started(Protocol):
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Started)
+
+
+def _running(servers: S) -> Iterator[S]:
+    """Start a server (or a group of them), hand it to the test, and close it whatever happened."""
+    servers.start()
+    try:
+        yield servers
+    finally:
+        servers.close()
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """One server for the whole session; tests keep apart by using a unique key prefix each."""
-    server = RedisServer(_require_binary())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from _running(RedisServer(_require_binary()))
 
 
 @pytest.fixture
 def own_redis_server() -> Iterator[RedisServer]:
     """A server of the test's own, which the test may kill, freeze and restart."""
-    server = RedisServer(_require_binary())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from _running(RedisServer(_require_binary()))
 
 
 @pytest.fixture
@@ -253,23 +260,13 @@ class ValkeyCluster:
 @pytest.fixture(scope="session")
 def valkey_cluster() -> Iterator[ValkeyCluster]:
     """One three-node cluster for the session (tests keep apart by key prefix and never kill its nodes)."""
-    cluster = ValkeyCluster(_require_binary())
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from _running(ValkeyCluster(_require_binary()))
 
 
 @pytest.fixture
 def own_valkey_cluster() -> Iterator[ValkeyCluster]:
     """A cluster of the test's own, whose nodes it may kill."""
-    cluster = ValkeyCluster(_require_binary())
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from _running(ValkeyCluster(_require_binary()))
 
 
 # -- Sentinel: one primary, one replica, three sentinels, all from the same binary
@@ -333,12 +330,7 @@ class SentinelGroup:
 @pytest.fixture
 def sentinel_group() -> Iterator[SentinelGroup]:
     """A Sentinel-managed primary with one replica (each test kills its primary, so one per test)."""
-    group = SentinelGroup(_require_binary())
-    group.start()
-    try:
-        yield group
-    finally:
-        group.close()
+    yield from _running(SentinelGroup(_require_binary()))
 
 
 # -- fleets of processes that start together on a barrier

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -20,6 +20,7 @@ import pytest
 from asyncretry import FixedBackoff, HedgingConfig, OutcomeKind, RetryPolicy
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
 from asyncretry.httpx import AsyncRetryTransport, RetryTransport, retry_info
+from conftest import fresh_app
 from test_httpx_integration import assert_pool_released
 
 URL = "https://api.example/items"
@@ -225,19 +226,9 @@ async def test_hedging_cuts_the_latency_tail_for_a_few_extra_requests() -> None:
 
 
 # ------------------------------------------------------------------------------------ real server
-@pytest.fixture(scope="module")
-def fault_server() -> Iterator[FaultServer]:
-    with FaultServer(FaultyApp()) as running:
-        yield running
-
-
 @pytest.fixture
-def app(fault_server: FaultServer) -> FaultyApp:
-    app = fault_server.app
-    assert isinstance(app, FaultyApp)
-    app.configure(ServerConfig(slow_delay=0.5))
-    app.reset()
-    return app
+def app(server: FaultServer) -> FaultyApp:
+    return fresh_app(server, ServerConfig(slow_delay=0.5))
 
 
 def real_client(server: FaultServer, policy: RetryPolicy) -> tuple[httpx.AsyncClient, httpx.AsyncHTTPTransport]:
@@ -250,11 +241,11 @@ def real_client(server: FaultServer, policy: RetryPolicy) -> tuple[httpx.AsyncCl
 @pytest.mark.real_time
 @pytest.mark.timeout(30)
 async def test_against_a_real_server_the_hedge_answers_and_the_pool_is_released(
-    fault_server: FaultServer, app: FaultyApp
+    server: FaultServer, app: FaultyApp
 ) -> None:
     """The first send is slow (0.5 s): the hedge after 50 ms answers; the slow send's connection is given up."""
     policy = RetryPolicy(hedging=HedgingConfig(delay=0.05, budget_ratio=1.0))
-    client, inner = real_client(fault_server, policy)
+    client, inner = real_client(server, policy)
     async with client:
         response = await client.get("/items", headers={"x-request-id": "h1", "x-faults": "slow,ok"})
         assert (response.status_code, response.json()["arrival"]) == (200, 2)
@@ -270,11 +261,11 @@ async def test_against_a_real_server_the_hedge_answers_and_the_pool_is_released(
 @pytest.mark.real_time
 @pytest.mark.timeout(30)
 async def test_against_a_real_server_cancelling_leaves_no_connection_checked_out(
-    fault_server: FaultServer, app: FaultyApp
+    server: FaultServer, app: FaultyApp
 ) -> None:
     """Both sends are slow; the caller gives up after 0.2 s: both requests stop and the pool is back at rest."""
     policy = RetryPolicy(hedging=HedgingConfig(delay=0.05, budget_ratio=1.0))
-    client, inner = real_client(fault_server, policy)
+    client, inner = real_client(server, policy)
     async with client:
         with anyio.move_on_after(0.2) as waited:
             await client.get("/items", headers={"x-request-id": "c1", "x-faults": "slow,slow"})

@@ -9,7 +9,6 @@ reach it twice, and no connection may be left checked out of the client's pool.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,6 +18,7 @@ import pytest
 from asyncretry import FixedBackoff, RetryPolicy, history_of
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport, fetch
+from conftest import fresh_app
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(30)]
 
@@ -26,19 +26,9 @@ POLICY = RetryPolicy(max_attempts=5, backoff=FixedBackoff(0.005), max_server_del
 TIMEOUT = httpx.Timeout(2.0)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FaultServer]:
-    with FaultServer(FaultyApp()) as running:
-        yield running
-
-
 @pytest.fixture
 def app(server: FaultServer) -> FaultyApp:
-    app = server.app
-    assert isinstance(app, FaultyApp)
-    app.configure(ServerConfig())
-    app.reset()
-    return app
+    return fresh_app(server, ServerConfig())
 
 
 Client = tuple[httpx.AsyncClient, httpx.AsyncHTTPTransport]

@@ -32,6 +32,7 @@ from asyncretry.httpx import (
     RetryTransport,
     retry_info,
 )
+from conftest import fresh_app
 
 URL = "https://api.test/items"
 QUICK = RetryPolicy(backoff=NoBackoff())
@@ -61,19 +62,9 @@ class Stalling(httpx.AsyncByteStream, httpx.SyncByteStream):
         self.closed = True
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FaultServer]:
-    with FaultServer(FaultyApp()) as running:
-        yield running
-
-
 @pytest.fixture
 def app(server: FaultServer) -> FaultyApp:
-    app = server.app
-    assert isinstance(app, FaultyApp)
-    app.configure(ServerConfig(slow_delay=0.3))
-    app.reset()
-    return app
+    return fresh_app(server, ServerConfig(slow_delay=0.3))
 
 
 # ------------------------------------------------------------------- 1. timeouts meet the judge
