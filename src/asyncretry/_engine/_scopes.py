@@ -145,12 +145,8 @@ class Scope:
         """Tell the limiter and a local breaker how an attempt ended (local state; never waits).
 
         ``now``: the time just read on the breaker's own clock, if the caller has it (saves a read)."""
-        limiter = self.limiter
-        if limiter is not None:
-            # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
-            # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
-            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
-                           failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
+        if self.limiter is not None:
+            self._tell_limiter(kind, reason, started)
         breaker: CircuitBreaker | None = self.breaker  # type: ignore[assignment]  # a local scope's
         if breaker is not None:
             if kind is not _SUCCESS and kind.retryable:
@@ -159,21 +155,21 @@ class Scope:
                 breaker.record_success(probe, now=now)
 
     async def report_remote(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
-        """:meth:`report` for a scope with parts on a server: the breaker's record is a round trip."""
-        limiter = self.limiter
-        if limiter is not None:
-            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
-                           failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
+        """:meth:`report` for a scope with parts on a server: a remote breaker's record is a round trip."""
         breaker = self.breaker
-        if breaker is None:
+        if breaker is None or isinstance(breaker, CircuitBreaker):
+            self.report(kind, reason, started, probe)  # the limiter and breaker answer at once
             return
-        if isinstance(breaker, CircuitBreaker):
-            if kind.retryable:
-                breaker.record_failure(probe)
-            else:
-                breaker.record_success(probe)
-        else:
-            await breaker.record(success=not kind.retryable, probe=probe)
+        if self.limiter is not None:
+            self._tell_limiter(kind, reason, started)
+        await breaker.record(success=not kind.retryable, probe=probe)
+
+    def _tell_limiter(self, kind: OutcomeKind, reason: str, started: float) -> None:
+        # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
+        # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
+        assert self.limiter is not None
+        self.limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
+                            failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
 
     # -- what a retry costs: the quota's tokens, then a place in the retry budget
     def pay(self, cost: int) -> str | None:
