@@ -44,7 +44,10 @@ if TYPE_CHECKING:
     from ._attempt import Attempt
     from ._retrier import Retrier
 
-__all__ = ["DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "settle_locally"]
+__all__ = [
+    "DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "attempt_failed", "open_call", "settle_locally",
+    "succeeded",
+]
 
 #: What :meth:`Call.settle` and :meth:`Call.paid` answer.
 DONE = 0  # the attempt succeeded: the call is over
@@ -116,7 +119,7 @@ class Call:
 
     def __init__(
         self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float,
-        judge: Judge | None = None, label: Label | None = None,
+        judge: Judge | None = None, label: Label | None = None, *, begun: bool = False,
     ) -> None:
         self.retrier = retrier
         self.scope = scope
@@ -127,19 +130,20 @@ class Call:
             self.judge = judge
         if label is not None:
             self.label = label
-        if policy.deadline is not None or policy.attempt_timeout is not None:
+        if policy.timed:
             self.timed = True
             if policy.deadline is not None:
                 self.deadline_at = now + _seconds(policy.deadline)
-        budget = scope.budget
-        if budget is not None and isinstance(budget, RetryBudget):
-            budget.record_request(now=now)  # a remote budget is told by the async driver, awaited
         test = current_test_mode()
         if test is not None:
             self.no_wait = test.no_wait
             if test.max_attempts is not None:
                 self.max_attempts = min(self.max_attempts, test.max_attempts)
-        retrier._calls += 1
+        if begun:
+            self.number = 1  # Retrier.begin_first opened the call and began its first attempt
+            self.in_attempt = True
+        else:
+            open_call(retrier, scope, now)
 
     # ------------------------------------------------------------------------ before an attempt
     def begin(self, delay: float, probe: bool) -> int:
@@ -177,14 +181,7 @@ class Call:
         """A hedged call's attempt failed while another of its attempts still runs: record it, decide nothing
         (the attempt still running may yet answer)."""
         kind = outcome.kind
-        events = self.retrier.events
-        if kind is _THROTTLING and self.scope.limiter is None and events.wants(Throttled):
-            events.emit(Throttled(time=now, source=self.scope.key, reason=outcome.reason))
-        if events.wants(AttemptFinished):
-            events.emit(AttemptFinished(
-                time=now, source=self.scope.key, attempt=number, outcome=kind.value, reason=outcome.reason,
-                duration=now - started, target=self.target(),
-            ))
+        attempt_failed(self.retrier, self.scope, number, started, now, outcome, self.label)
         if error is not None:
             self.last_error = error
         self._overlap(number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
@@ -248,23 +245,14 @@ class Call:
         self.outcome = outcome
         kind = outcome.kind
         retrier = self.retrier
-        events = retrier.events
-        if kind is _THROTTLING and self.scope.limiter is None and events.wants(Throttled):
-            events.emit(Throttled(time=now, source=self.scope.key, reason=outcome.reason))  # (a limiter emits its own)
-        if events.wants(AttemptFinished):
-            events.emit(AttemptFinished(
-                time=now, source=self.scope.key, attempt=number, outcome=kind.value, reason=outcome.reason,
-                duration=now - started, target=self.target(),
-            ))
         if kind is _SUCCESS:
             self._final = (number, started, now)
             self.done = True
             if self.last_error is not None:
                 self.last_error = None  # see forget_errors
-            cost = self._cost
-            self.refund_due = cost if cost is not None else self.scope.success_increment
-            retrier._successes += 1
+            self.refund_due = succeeded(retrier, self.scope, number, started, now, self._cost, self.label, outcome.reason)
             return DONE
+        attempt_failed(retrier, self.scope, number, started, now, outcome, self.label)
         if error is not None:
             self.last_error = error
         row = (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
@@ -538,6 +526,50 @@ def _hedged_records(
         ))
     records.sort(key=lambda record: record.number)
     return tuple(records)
+
+
+def open_call(retrier: Retrier, scope: Scope, now: float) -> None:
+    """What opening a call does to shared state: it is counted, and a local retry budget hears of the
+    request (a remote budget is told by the async driver, awaited)."""
+    budget = scope.budget
+    if budget is not None and isinstance(budget, RetryBudget):
+        budget.record_request(now=now)
+    retrier._calls += 1
+
+
+def succeeded(
+    retrier: Retrier, scope: Scope, number: int, started: float, now: float, cost: int | None,
+    label: Label | None, reason: str = "ok",
+) -> int:
+    """What an attempt's success decides, the one place (SPEC 1.1): the call is counted a success, and
+    the quota gets back the last retry's cost, or the success increment when no retry was paid.
+
+    Returns:
+        The tokens to give back to the quota (the driver releases them; the limiter and the breaker
+        hear of the success through :meth:`Scope.report`).
+    """
+    retrier._successes += 1
+    events = retrier.events
+    if events.wants(AttemptFinished):
+        events.emit(AttemptFinished(
+            time=now, source=scope.key, attempt=number, outcome=_SUCCESS.value, reason=reason,
+            duration=now - started, target=label() if label is not None else None,
+        ))
+    return cost if cost is not None else scope.success_increment
+
+
+def attempt_failed(
+    retrier: Retrier, scope: Scope, number: int, started: float, now: float, outcome: Outcome, label: Label | None
+) -> None:
+    """The events of an attempt that failed (a throttle, when no limiter reports its own; the attempt's end)."""
+    events = retrier.events
+    if outcome.kind is _THROTTLING and scope.limiter is None and events.wants(Throttled):
+        events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
+    if events.wants(AttemptFinished):
+        events.emit(AttemptFinished(
+            time=now, source=scope.key, attempt=number, outcome=outcome.kind.value, reason=outcome.reason,
+            duration=now - started, target=label() if label is not None else None,
+        ))
 
 
 def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:

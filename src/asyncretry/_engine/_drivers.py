@@ -59,7 +59,7 @@ def _pay_first(call: Call, scope: Scope) -> None:
 def _begin_now(call: Attempts | SyncAttempts) -> Attempt | None:
     """The first attempt of ``call``, begun at once when nothing may make it wait or refuse it; else ``None``."""
     scope = call.scope
-    if call.number or not scope.unpaced or (scope.breaker is not None and not scope.admits_at_once()):
+    if call.number or not scope.admits_at_once():
         return None
     attempt = Attempt()
     attempt._attempts = call

@@ -136,6 +136,8 @@ class RetryPolicy:
     quota_config: RetryQuotaConfig | None = field(init=False, default=None)
     limiter_config: AdaptiveLimiterConfig | None = field(init=False, default=None)
     on_give_up_is_async: bool = field(init=False, default=False, repr=False)
+    #: a deadline or a per-attempt timeout: every call is timed from its start
+    timed: bool = field(init=False, default=False, repr=False)
     # The fields left to default: replace() derives them again, so that a new profile or backoff
     # brings its own defaults instead of keeping those derived from the old one.
     _defaulted: frozenset[str] = field(init=False, default=frozenset(), repr=False, compare=False)
@@ -221,11 +223,12 @@ class RetryPolicy:
         if self.hedging is not None and not isinstance(self.hedging, HedgingConfig):
             raise TypeError(f"hedging must be a HedgingConfig or None, got {self.hedging!r}")
         s(self, "on_give_up_is_async", inspect.iscoroutinefunction(self.on_give_up))
+        s(self, "timed", self.deadline is not None or self.attempt_timeout is not None)
         s(self, "listeners", check_items("listeners", self.listeners, check_callable, what="listeners"))
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """A copy with some fields changed (validated again)."""
-        derived = {"quota_config", "limiter_config", "on_give_up_is_async", "_defaulted"}
+        derived = {"quota_config", "limiter_config", "on_give_up_is_async", "timed", "_defaulted"}
         bad = derived & changes.keys()
         if bad:
             raise TypeError(f"{', '.join(sorted(bad))} cannot be set: derived from the other fields")

@@ -28,6 +28,7 @@ from .._validate import check_int, check_seconds
 from ._attempt import NOT_SET, Attempt
 from ._call import Judge, Label
 from ._drivers import Attempts, SyncAttempts, _begin_now
+from ._first import FirstAttempt
 from ._policy import RetryPolicy
 from ._scopes import (
     AnyBreaker,
@@ -42,7 +43,9 @@ from ._scopes import (
     given,
 )
 
-__all__ = ["DEFAULT_SCOPE", "Attempt", "Attempts", "Retrier", "RetrierStatistics", "ScopeStatistics", "SyncAttempts"]
+__all__ = [
+    "DEFAULT_SCOPE", "Attempt", "Attempts", "FirstAttempt", "Retrier", "RetrierStatistics", "ScopeStatistics", "SyncAttempts",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -214,6 +217,28 @@ class Retrier:
         now = self.clock.now()
         return Attempts(self, self._scopes.get(scope, now), policy if policy is not None else self.policy,
                         now, judge, label)
+
+    def begin_first(self, *, scope: str = DEFAULT_SCOPE, policy: RetryPolicy | None = None) -> FirstAttempt | None:
+        """For integrations that make many calls: begin a call's first attempt at once, before the call
+        has an object of its own, when nothing could make it wait or refuse it; else ``None`` (then use
+        :meth:`attempts`). See :class:`~asyncretry.FirstAttempt`.
+
+        Nothing can make it wait or refuse it when the scope's parts are in-process ones, with no rate
+        limit, no first-attempt cost (SPEC's ``initial_try_cost``), and a breaker that is closed, and
+        the policy has no deadline and no per-attempt timeout (those time the call from its start).
+
+        Args:
+            scope: the scope (resource) whose quota, limiter and breaker the call uses.
+            policy: a policy for this call only, as for :meth:`attempts`.
+        """
+        policy = policy if policy is not None else self.policy
+        if policy.timed:
+            return None
+        now = self.clock.now()
+        shared = self._scopes.get(scope, now)
+        if not shared.local or not shared.admits_at_once():
+            return None
+        return FirstAttempt(self, shared, policy, now)
 
     def sync_attempts(
         self, *, scope: str = DEFAULT_SCOPE, policy: RetryPolicy | None = None,

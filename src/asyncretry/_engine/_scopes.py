@@ -129,8 +129,11 @@ class Scope:
         self.first_cost = config.initial_try_cost if config is not None else 0
         #: what a success that needed no retry gives back to the quota (SPEC 1.1)
         self.success_increment = config.initial_try_success_increment if config is not None else 0
-        #: nothing can make a first attempt wait or pay: no rate limit, no first-attempt cost
-        self.unpaced = not self.first_cost and bucket is None and limiter is None
+        #: nothing can make a first attempt wait or pay: no rate limit, no first-attempt cost, and no retry
+        #: budget on a server (which hears of every call before its first attempt, awaited)
+        self.unpaced = (
+            not self.first_cost and bucket is None and limiter is None and (budget is None or isinstance(budget, RetryBudget))
+        )
 
     def admits_at_once(self) -> bool:
         """Whether a first attempt may begin without waiting or asking anything that could refuse it:

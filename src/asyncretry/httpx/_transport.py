@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
@@ -177,6 +178,8 @@ class _Base:
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None
+        #: a request without overrides is retried by the transport's own settings alone
+        self._plain = not self.read_body and self.policy.hedging is None
 
     @property
     def policy(self) -> RetryPolicy:
@@ -186,7 +189,8 @@ class _Base:
         """The retrier's statistics: counters and a snapshot of every scope."""
         return self.retrier.statistics()
 
-    def _plan(self, request: httpx.Request) -> _Plan:
+    def _plan(self, request: httpx.Request, scope: str | None = None) -> _Plan:
+        """What the transport settles for ``request`` before sending it (``scope``: its scope, when known)."""
         plan = _Plan()
         plan.request = request
         plan.classifier = self.classifier
@@ -195,7 +199,6 @@ class _Base:
         # looked at now, before the first send moves a file's position.
         plan.replay = _REPLAYABLE if type(request.stream) is httpx.ByteStream else body_replay(request)
         overrides = request.extensions.get(EXTENSION)
-        scope: str | None = None
         if overrides is not None:
             if not isinstance(overrides, Mapping):
                 raise TypeError(f"request.extensions[{EXTENSION!r}] must be a mapping, got {overrides!r}")
@@ -214,7 +217,7 @@ class _Base:
                 if self._single is None:
                     self._single = self.policy.replace(max_attempts=1)
                 plan.policy = self._single
-            scope = overrides.get("scope")
+            scope = overrides.get("scope", scope)
             plan.idempotent_opt = overrides.get("idempotent")
             plan.read_body = bool(overrides.get("read_body", plan.read_body))
             plan.hedging = plan.hedge(plan.policy or self.policy, overrides.get("hedge"))
@@ -347,19 +350,38 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        plan = self._plan(request)
-        attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
-        if plan.hedging is not None:
-            return await self._hedged(request, plan, attempts, plan.hedging)
+        first = None
+        if self._plain and EXTENSION not in request.extensions and type(request.stream) is httpx.ByteStream:
+            # The usual request (no overrides, a body of bytes): its first attempt may begin before the
+            # call has an object; a success with nothing to judge then ends the call without one.
+            first = self.retrier.begin_first(scope=self._scope_key(request))
+        sent: httpx.Response | Exception | None = None
+        if first is not None:
+            try:
+                sent = await self._transport.handle_async_request(request)
+            except Exception as error:
+                sent = error
+            else:
+                if self.classifier.plain_success(sent.status_code):
+                    sent.extensions[EXTENSION] = RetryInfo(first.succeeded(partial(describe, request)))
+                    return sent
+            # Anything else is judged in the call, like any attempt's outcome.
+            plan = self._plan(request, first.scope_key)
+            attempts, attempt = first.go_on(judge=plan.judge, label=plan.label)
+        else:
+            plan = self._plan(request)
+            attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
+            if plan.hedging is not None:
+                return await self._hedged(request, plan, attempts, plan.hedging)
+            attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
         response: httpx.Response | None = None
-        attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
         try:
             while attempt is not None or (attempt := await attempts.start()) is not None:
                 if attempt.number > 1:
                     plan.rewind()
-                response = None
+                given, sent, response = sent, None, None
                 async with attempt:
-                    response = await self._send(attempt, request, plan, attempts)
+                    response = await self._send(attempt, request, plan, attempts, given)
                 if attempts.done:
                     break
                 await discard(response)
@@ -383,11 +405,20 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         response.extensions[EXTENSION] = RetryInfo(attempts)
         return response
 
-    async def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts) -> httpx.Response:
-        """One attempt: send, judge the response (marking the attempt), classify any error, re-raise it."""
+    async def _send(
+        self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts,
+        sent: httpx.Response | Exception | None = None,
+    ) -> httpx.Response:
+        """One attempt: send (unless ``sent`` is what the attempt already gave), judge the response
+        (marking the attempt), classify any error, re-raise it."""
         response = None
         try:
-            response = await self._transport.handle_async_request(request)
+            if sent is None:
+                response = await self._transport.handle_async_request(request)
+            elif isinstance(sent, Exception):
+                raise sent
+            else:
+                response = sent
             if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
             headers = headers_read(response.headers)
