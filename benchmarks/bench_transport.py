@@ -16,7 +16,8 @@ Groups:
 * ``success via AsyncClient``: ``await client.get(...)`` answered 200 at once. The reference is a bare
   ``httpx.AsyncClient`` over the in-memory transport; the *overhead* column is what a retry layer adds
   per request. Ours runs with everything on: the retry quota (AWS standard mode), a circuit breaker
-  (``CircuitBreakerConfig()``) and the full HTTP classification. Target: our overhead <= httpx-retries'.
+  (``CircuitBreakerConfig()``) and the full HTTP classification. Target (issue 14): through the
+  transport alone, our overhead <= 2x httpx-retries' (which checks only the method and the status).
 * ``success via the transport``: the same, calling ``handle_async_request`` directly (no client), which
   isolates the layer's own cost.
 * ``503, 503, 200``: two 503s then a 200 with zero backoff, for both (ours: quota and classification
@@ -195,19 +196,24 @@ def render(rows: list[Row]) -> str:
     by_key = {r.key: r.ns for r in rows}
     checks = [
         ("client", "success path via AsyncClient"),
-        ("transport", "success path via the transport alone"),
+        ("transport", "success path via the transport alone (target: ours <= 2x theirs)"),
     ]
     lines.append("")
     for prefix, what in checks:
         ours = by_key[f"{prefix}/ours"] - by_key[f"{prefix}/bare"]
         theirs = by_key[f"{prefix}/httpx-retries"] - by_key[f"{prefix}/bare"]
-        verdict = "met " if ours <= theirs else "MISS"
+        if prefix == "client":
+            lines.append(f"  [info] {what}: ours adds {ours / 1000:.2f} us, httpx-retries adds {theirs / 1000:.2f} us "
+                         f"(ours / theirs = {ours / theirs:.2f})")
+            continue
+        verdict = "met " if ours <= 2.0 * theirs else "MISS"
         lines.append(
             f"  [{verdict}] {what}: ours adds {ours / 1000:.2f} us, httpx-retries adds {theirs / 1000:.2f} us "
             f"(ours / theirs = {ours / theirs:.2f})"
         )
     ratio = by_key["503/ours"] / by_key["503/httpx-retries"]
-    lines.append(f"  [{'met ' if ratio <= 1.0 else 'MISS'}] 503, 503, 200: ours / httpx-retries = {ratio:.2f}")
+    lines.append(f"  [{'met ' if ratio < 1.0 else 'MISS'}] 503, 503, 200 (target: below httpx-retries): "
+                 f"ours / httpx-retries = {ratio:.2f}")
     return "\n".join(lines)
 
 

@@ -9,12 +9,15 @@ and the delays slept so far. After the call the test checks the final quota, eve
 attempts and the outcome: the result, the real last error with its history, or
 :class:`~asyncretry.RetryCapacityExceeded` chained to it.
 
-Each case runs in up to three ways:
+Each case runs in up to four ways:
 
 * ``call``: :meth:`Retrier.call`; failures are raised as exceptions and the policy's classifier judges them;
 * ``attempts``: ``async for attempt in retrier.attempts()``; failures are returned responses marked with
   ``attempt.retry_result(...)`` / ``attempt.fail_result(...)``, the way an HTTP transport reports them. Only
   this way can carry a server-directed delay (``x-amz-retry-after``), so header cases run only here;
+* ``first``: as the httpx transport drives a call, the first attempt begun with
+  :meth:`Retrier.begin_first` before the call has an object (a plain success ends it there,
+  :meth:`FirstAttempt.go_on` continues anything else), then marked like ``attempts``;
 * ``defaults``: like ``call`` but with the profile's own default backoff, quota and costs, for the cases
   whose parameters are the profile defaults, reading the quota from ``retrier.statistics()``.
 """
@@ -32,6 +35,7 @@ import pytest
 from asyncretry import (
     AWS_THROTTLING_CODES,
     AWS_TRANSIENT_CODES,
+    Attempt,
     Classifier,
     ExponentialBackoff,
     OutcomeKind,
@@ -49,6 +53,7 @@ DATA: dict[str, Any] = json.loads(
 )
 CASES: list[dict[str, Any]] = DATA["cases"]
 TOLERANCE = 1e-9
+_MARKING = ("attempts", "first")  # the ways that mark returned responses instead of raising errors
 TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
 THROTTLING_STATUS = frozenset({429, 509})
 _ONE_SECOND = {"initial": 1.0, "multiplier": 2.0, "max_delay": 20.0}
@@ -200,7 +205,7 @@ class Harness:
             response: dict[str, Any] = steps[made]["response"]
             made += 1
             await anyio.lowlevel.checkpoint()
-            if self.way == "attempts" or response.get("status_code") == 200:
+            if self.way in _MARKING or response.get("status_code") == 200:
                 return response
             if response.get("error") == "timeout":
                 raise TimeoutError("read timed out")
@@ -208,32 +213,46 @@ class Harness:
                 raise ConnectionResetError("connection reset by peer")
             raise ServiceError(response["status_code"], response.get("error_code"))
 
-        if self.way != "attempts":
+        if self.way not in _MARKING:
             try:
                 return await self.retrier.call(operation), None, made
             except Exception as error:
                 return None, error, made
 
-        attempts = self.retrier.attempts()
-        response: dict[str, Any] | None = None
+        if self.way == "first":
+            # As the httpx transport drives a call: the first attempt begins before the call has an
+            # object; a plain success ends it there, anything else goes on as a call.
+            first = self.retrier.begin_first()
+            assert first is not None
+            response = await operation()
+            if response_kind(response) is OutcomeKind.SUCCESS:
+                return response, first.succeeded(), made
+            attempts, attempt = first.go_on()
+            async with attempt:
+                _mark(attempt, response)
+        else:
+            attempts = self.retrier.attempts()
         async for attempt in attempts:
             async with attempt:
                 response = await operation()
-                kind = response_kind(response)
-                reason = f"HTTP {response.get('status_code')}"
-                if kind is OutcomeKind.SUCCESS:
-                    attempt.result = response
-                elif kind.retryable:
-                    hint = amz_retry_after(response)
-                    if hint is not None:
-                        attempt.retry_result(response, reason=reason, kind=kind, server_delay=hint,
-                                             server_delay_is_hint=True)
-                    else:
-                        attempt.retry_result(response, reason=reason, kind=kind,
-                                             server_delay=response.get("server_delay"))
-                else:
-                    attempt.fail_result(response, reason=reason)
+                _mark(attempt, response)
         return response, attempts, made
+
+
+def _mark(attempt: Attempt, response: dict[str, Any]) -> None:
+    """Tell the attempt what the scripted response says of it, as an HTTP transport does."""
+    kind = response_kind(response)
+    reason = f"HTTP {response.get('status_code')}"
+    if kind is OutcomeKind.SUCCESS:
+        attempt.result = response
+    elif kind.retryable:
+        hint = amz_retry_after(response)
+        if hint is not None:
+            attempt.retry_result(response, reason=reason, kind=kind, server_delay=hint, server_delay_is_hint=True)
+        else:
+            attempt.retry_result(response, reason=reason, kind=kind, server_delay=response.get("server_delay"))
+    else:
+        attempt.fail_result(response, reason=reason)
 
 
 def _check_outcome(
@@ -244,7 +263,7 @@ def _check_outcome(
     harness.check_after(steps[-1], "the last response")
     outcome = steps[-1]["expected"]["outcome"]
     last = steps[-1]["response"]
-    if harness.way == "attempts":
+    if harness.way in _MARKING:
         why = {"success": None, "max_attempts_exceeded": "max_attempts", "retry_quota_exceeded": "quota",
                "fail_request": "not_retryable"}[outcome]
         assert error.gave_up == why
@@ -279,7 +298,7 @@ def _ways(case: dict[str, Any]) -> list[str]:
     steps = [s for t in case.get("threads", [case.get("responses", [])]) for s in t]
     server_directed = any("headers" in s["response"] or "server_delay" in s["response"] for s in steps)
     ways = [] if server_directed else ["call"]
-    ways.append("attempts")
+    ways += ["attempts", "first"]
     if not server_directed and case["engine"]["initial_tokens"] == 500 and _uses_profile_backoff(case):
         ways.append("defaults")
     return ways
@@ -354,7 +373,7 @@ async def test_multi_threaded_cases(case: dict[str, Any], way: str) -> None:
     for index, steps in enumerate(case["threads"]):
         result, error, made = outcomes[index]
         assert made == len(steps)
-        if way == "attempts":
+        if way in _MARKING:
             assert error.gave_up is None
         else:
             assert error is None

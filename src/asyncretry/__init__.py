@@ -112,6 +112,7 @@ from ._engine._polling import PollStatus as PollStatus
 from ._engine._polling import poll as poll
 from ._engine._retrier import Attempt as Attempt
 from ._engine._retrier import Attempts as Attempts
+from ._engine._retrier import FirstAttempt as FirstAttempt
 from ._engine._retrier import Retrier as Retrier
 from ._engine._retrier import RetrierStatistics as RetrierStatistics
 from ._engine._retrier import ScopeStatistics as ScopeStatistics
@@ -161,6 +162,7 @@ __all__ = [
     "Event",
     "EventBus",
     "ExponentialBackoff",
+    "FirstAttempt",
     "FixedBackoff",
     "GLOBAL_EVENTS",
     "GaveUp",

@@ -250,7 +250,9 @@ class Call:
             self.done = True
             if self.last_error is not None:
                 self.last_error = None  # see forget_errors
-            self.refund_due = succeeded(retrier, self.scope, number, started, now, self._cost, self.label, outcome.reason)
+            self.refund_due = succeeded(
+                retrier, self.scope, number, started, now, self._cost, self.label, outcome.reason
+            )
             return DONE
         attempt_failed(retrier, self.scope, number, started, now, outcome, self.label)
         if error is not None:

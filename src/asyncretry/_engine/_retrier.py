@@ -44,7 +44,8 @@ from ._scopes import (
 )
 
 __all__ = [
-    "DEFAULT_SCOPE", "Attempt", "Attempts", "FirstAttempt", "Retrier", "RetrierStatistics", "ScopeStatistics", "SyncAttempts",
+    "DEFAULT_SCOPE", "Attempt", "Attempts", "FirstAttempt", "Retrier", "RetrierStatistics", "ScopeStatistics",
+    "SyncAttempts",
 ]
 
 P = ParamSpec("P")

@@ -132,7 +132,8 @@ class Scope:
         #: nothing can make a first attempt wait or pay: no rate limit, no first-attempt cost, and no retry
         #: budget on a server (which hears of every call before its first attempt, awaited)
         self.unpaced = (
-            not self.first_cost and bucket is None and limiter is None and (budget is None or isinstance(budget, RetryBudget))
+            not self.first_cost and bucket is None and limiter is None
+            and (budget is None or isinstance(budget, RetryBudget))
         )
 
     def admits_at_once(self) -> bool:
@@ -234,7 +235,11 @@ class Scope:
     def retry_refused_for(self, delay: float) -> bool:
         """Whether the breaker would still refuse an attempt after sleeping ``delay`` seconds."""
         breaker = self.breaker
-        return breaker is not None and breaker.statistics().retry_after > delay
+        if breaker is None:
+            return False
+        if isinstance(breaker, CircuitBreaker):
+            return breaker.retry_after() > delay
+        return breaker.statistics().retry_after > delay
 
     def busy(self) -> bool:
         """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""

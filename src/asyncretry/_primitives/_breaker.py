@@ -410,6 +410,16 @@ class CircuitBreaker:
         """Close the circuit by hand and forget every sample, the consecutive count and the grown break."""
         self._close(self._clock.now(), "reset by hand")
 
+    def retry_after(self) -> float:
+        """Seconds until :meth:`acquire` would admit an attempt: 0 while the circuit is closed (reads no
+        clock then), the rest of the break while open, ``inf`` while isolated (as
+        :attr:`BreakerStatistics.retry_after`, without making a snapshot)."""
+        if self._state is _CLOSED:
+            return 0.0
+        now = self._clock.now()
+        self._refresh(now)
+        return self._retry_after(now)
+
     def statistics(self) -> BreakerStatistics:
         """Return a snapshot of the breaker's state and counters (evaluating the break's end first)."""
         now = self._clock.now()

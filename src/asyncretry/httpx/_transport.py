@@ -5,15 +5,18 @@ through the retry engine, as a thin loop over its public integration API. A 503 
 
     transport                                   engine
     ---------                                   ------
-    plan: scope, body replay, idempotency
-    retrier.attempts(judge=plan.judge)    ->    a call in the scope (quota, limiter, breaker)
-    attempts.start()                      ->    admitted: attempt 1
-    send; 503: attempt.classify_result()
-    leave `async with attempt`            ->    judged (plan.judge: may it be sent again?), the limiter
+    retrier.begin_first(scope)            ->    admitted at once: attempt 1 (no call object yet)
+    send; 503: not a plain success
+    first.go_on(judge=plan.judge); judge  ->    the call takes attempt 1 over; leaving `async with
+    the 503 in `async with attempt`             attempt`: judged (may it be sent again?), the limiter
                                                 and breaker told, the core decides: RETRY after d s
     close the 503; attempts.start()       ->    sleeps d, admitted: attempt 2
     send; 200; leave `async with attempt` ->    a success: the quota refunded, the call DONE
     return the 200 with its RetryInfo
+
+A 200 at once: ``begin_first``, send, ``first.succeeded()`` (the rule every success follows), return.
+A request with overrides (or when something may make its first attempt wait) starts with
+``retrier.attempts(judge=plan.judge)`` instead, and goes on the same way.
 
 Four hops between transport and engine; every rule (classification, the quota, the delay, giving up,
 whether a request may be sent again) is decided in one place, on every path, timeouts included.
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 import math
 import time
-from functools import partial
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -350,11 +353,12 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        first = None
+        first = key = None
         if self._plain and EXTENSION not in request.extensions and type(request.stream) is httpx.ByteStream:
             # The usual request (no overrides, a body of bytes): its first attempt may begin before the
             # call has an object; a success with nothing to judge then ends the call without one.
-            first = self.retrier.begin_first(scope=self._scope_key(request))
+            key = self._scope_key(request)
+            first = self.retrier.begin_first(scope=key)
         sent: httpx.Response | Exception | None = None
         if first is not None:
             try:
@@ -368,15 +372,17 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             # Anything else is judged in the call, like any attempt's outcome.
             plan = self._plan(request, first.scope_key)
             attempts, attempt = first.go_on(judge=plan.judge, label=plan.label)
+            next_attempt: Attempt | None = attempt
         else:
-            plan = self._plan(request)
+            plan = self._plan(request, key)
             attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
             if plan.hedging is not None:
                 return await self._hedged(request, plan, attempts, plan.hedging)
-            attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
+            next_attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
         response: httpx.Response | None = None
         try:
-            while attempt is not None or (attempt := await attempts.start()) is not None:
+            while next_attempt is not None or (next_attempt := await attempts.start()) is not None:
+                attempt, next_attempt = next_attempt, None
                 if attempt.number > 1:
                     plan.rewind()
                 given, sent, response = sent, None, None
@@ -385,7 +391,6 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                 if attempts.done:
                     break
                 await discard(response)
-                attempt = None
         except AsyncRetryError as error:
             raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
         assert response is not None
@@ -416,7 +421,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             if sent is None:
                 response = await self._transport.handle_async_request(request)
             elif isinstance(sent, Exception):
-                raise sent
+                raise sent  # noqa: TRY301  (the first attempt's error, judged here like any attempt's)
             else:
                 response = sent
             if self.classifier.plain_success(response.status_code) and not plan.read_body:

@@ -1,0 +1,202 @@
+"""Retrier.begin_first: a call's first attempt begun before the call has an object, under the same rules.
+
+The httpx transport begins most requests this way. Whatever way a call takes (a plain success that
+never makes the call's object, or :meth:`FirstAttempt.go_on` into a full call), it leaves the same
+counters, quota, breaker samples, events and history as the same call through ``retrier.attempts()``;
+and ``begin_first`` declines whenever something could make the first attempt wait or refuse it.
+(The SDK conformance cases also run this way: ``tests/test_conformance.py``, way ``first``.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asyncretry import (
+    AttemptFinished,
+    BudgetStatistics,
+    CircuitBreaker,
+    CircuitBreakerConfig,
+    Event,
+    EventBus,
+    FirstAttempt,
+    NoBackoff,
+    OutcomeKind,
+    Retrier,
+    RetryBudget,
+    RetryBudgetConfig,
+    RetryPolicy,
+    RetryQuota,
+    RetryQuotaConfig,
+)
+from asyncretry.testing import VirtualClock
+
+pytestmark = pytest.mark.anyio
+
+
+def retrier_with_spent_quota(clock: VirtualClock, **parts: Any) -> tuple[Retrier, RetryQuota]:
+    """A standard-mode retrier whose shared quota is 20 tokens short, so that a refund shows."""
+    quota = RetryQuota(RetryQuotaConfig(), clock=clock)
+    assert quota.try_acquire(20)
+    policy = RetryPolicy(backoff=NoBackoff(), breaker=CircuitBreakerConfig())
+    return Retrier(policy, clock=clock, quota=quota, **parts), quota
+
+
+def counters(retrier: Retrier) -> tuple[int, int, int, int, int]:
+    stats = retrier.statistics()
+    return stats.calls, stats.attempts, stats.retries, stats.successes, stats.failures
+
+
+def finished(events: list[Event]) -> list[tuple[int, str, str | None]]:
+    return [(e.attempt, e.outcome, e.target) for e in events if isinstance(e, AttemptFinished)]
+
+
+async def test_a_plain_first_success_leaves_what_the_same_success_through_attempts_leaves() -> None:
+    results = []
+    for way in ("first", "attempts"):
+        clock = VirtualClock()
+        seen: list[Event] = []
+        bus = EventBus()
+        bus.subscribe(seen.append)
+        retrier, quota = retrier_with_spent_quota(clock, events=bus)
+        if way == "first":
+            first = retrier.begin_first(scope="api")
+            assert first is not None
+            clock.advance(0.25)  # the attempt's work
+            record: Any = first.succeeded(lambda: "GET https://api/x")
+        else:
+            record = retrier.attempts(scope="api", label=lambda: "GET https://api/x")
+            async for attempt in record:
+                async with attempt:
+                    clock.advance(0.25)
+        (breaker,) = [s.breaker for s in retrier.statistics().scopes]
+        assert breaker is not None
+        history = record.history()
+        results.append((
+            counters(retrier), quota.available, breaker.successes, finished(seen), record.number, record.gave_up,
+            record.total_delay, record.scope_key,
+            [(a.number, a.kind, a.duration, a.delay_after) for a in history.attempts], history.elapsed,
+        ))
+    first_way, attempts_way = results
+    assert first_way == attempts_way
+    assert first_way[:4] == ((1, 1, 0, 1, 0), 481, 1, [(1, "success", "GET https://api/x")])
+
+
+async def test_go_on_continues_as_a_call_with_the_first_attempt_already_begun() -> None:
+    clock = VirtualClock()
+    retrier, quota = retrier_with_spent_quota(clock)
+    first = retrier.begin_first(scope="api")
+    assert first is not None
+    attempts, attempt = first.go_on(label=lambda: "GET https://api/x")
+    assert attempt.number == 1
+    async with attempt:
+        attempt.retry_result("503", reason="HTTP 503")
+    assert attempts.retrying
+    async for attempt in attempts:
+        async with attempt:
+            attempt.result = "200"
+    assert attempts.gave_up is None
+    assert [(a.number, a.kind) for a in attempts.history().attempts] == [
+        (1, OutcomeKind.TRANSIENT), (2, OutcomeKind.SUCCESS),
+    ]
+    assert counters(retrier) == (1, 2, 1, 1, 0)  # one call, counted once
+    assert quota.available == 480  # the retry paid 5 and its success gave the 5 back: 480 as before
+
+
+async def test_a_first_attempt_ends_once_and_is_a_record_only_after_its_success() -> None:
+    retrier = Retrier(RetryPolicy(), clock=VirtualClock())
+    first = retrier.begin_first()
+    assert first is not None
+    with pytest.raises(RuntimeError, match="only a first attempt that succeeded"):
+        first.history()
+    first.succeeded()
+    with pytest.raises(RuntimeError, match="already ended"):
+        first.succeeded()
+    with pytest.raises(RuntimeError, match="already ended"):
+        first.go_on()
+    went_on = retrier.begin_first()
+    assert went_on is not None
+    went_on.go_on()
+    with pytest.raises(RuntimeError, match="already ended"):
+        went_on.succeeded()
+    assert repr(first) == "<FirstAttempt scope='default' succeeded>"
+    assert repr(went_on) == "<FirstAttempt scope='default' went on>"
+    assert isinstance(first, FirstAttempt)
+
+
+@pytest.mark.parametrize(
+    ("why", "policy"),
+    [
+        ("a deadline times the call", RetryPolicy(deadline=5.0)),
+        ("a per-attempt timeout times the call", RetryPolicy(attempt_timeout=1.0)),
+        ("the adaptive limiter may make it wait", RetryPolicy(mode="adaptive")),
+        ("a fixed rate limit may make it wait", RetryPolicy(rate_limit=10.0)),
+        ("the first attempt costs quota tokens", RetryPolicy(quota=RetryQuotaConfig(initial_try_cost=1))),
+    ],
+)
+async def test_begin_first_declines_what_could_make_the_first_attempt_wait(why: str, policy: RetryPolicy) -> None:
+    retrier = Retrier(policy, clock=VirtualClock())
+    assert retrier.begin_first() is None, why
+    assert counters(retrier) == (0, 0, 0, 0, 0)  # nothing was begun
+
+
+async def test_begin_first_declines_while_the_breaker_is_not_closed() -> None:
+    clock = VirtualClock()
+    breaker = CircuitBreaker(CircuitBreakerConfig(), clock=clock)
+    retrier = Retrier(RetryPolicy(), clock=clock, breaker=breaker)
+    assert retrier.begin_first() is not None
+    breaker.isolate()
+    assert retrier.begin_first() is None  # acquire() would refuse it: the general way reports that
+
+
+async def test_begin_first_takes_a_per_call_policy_and_tells_a_local_budget_of_the_request() -> None:
+    clock = VirtualClock()
+    budget = RetryBudget(RetryBudgetConfig(), clock=clock)
+    retrier = Retrier(RetryPolicy(), clock=clock, budget=budget)
+    assert retrier.begin_first(policy=RetryPolicy(deadline=1.0)) is None
+    first = retrier.begin_first(policy=RetryPolicy(max_attempts=5))
+    assert first is not None
+    assert first.policy.max_attempts == 5
+    assert budget.statistics().requests == 1
+
+
+class ServerBudget:
+    """A retry budget kept "on a server" (the RemoteBudget protocol over a local budget), counting calls."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._budget = RetryBudget(RetryBudgetConfig(), clock=clock, name="fleet")
+        self.recorded = 0
+
+    @property
+    def name(self) -> str:
+        return self._budget.name
+
+    @property
+    def config(self) -> RetryBudgetConfig:
+        return self._budget.config
+
+    async def record_request(self) -> None:
+        self.recorded += 1
+        self._budget.record_request()
+
+    async def try_spend(self) -> bool:
+        return self._budget.try_spend()
+
+    def refund(self) -> None:
+        self._budget.refund()
+
+    def statistics(self) -> BudgetStatistics:
+        return self._budget.statistics()
+
+
+async def test_a_budget_on_a_server_hears_of_every_call_even_when_nothing_paces_the_first_attempt() -> None:
+    clock = VirtualClock()
+    budget = ServerBudget(clock)
+    retrier = Retrier(RetryPolicy(), clock=clock, budget=budget)
+    assert retrier.begin_first() is None  # telling it is a round trip: the async driver awaits it
+    for _ in range(3):
+        async for attempt in retrier.attempts():
+            async with attempt:
+                pass
+    assert budget.recorded == 3
