@@ -231,7 +231,7 @@ async def test_four_processes_share_one_default_profile_state_and_a_throttle_in_
     all four, all four read one fill rate, and a later congestion event seen by one lowers the rate the
     others get. (Counts and states only: the fleet's throughput is ``benchmarks/bench_redis_fleet.py``'s.)"""
     async with fleet(redis_server, prefix, size=4, sync_interval=0.05) as limiters:
-        reporter, *others = limiters
+        reporter = limiters[0]
 
         async def send_round() -> None:
             for limiter in limiters:
