@@ -183,19 +183,26 @@ async def test_killed_and_restarted_fail_open_keeps_limiting_then_resumes_shared
             await limiter.acquire()
             limiter.update(False)
 
-        slowest = {"up": 0.0, "down": 0.0, "back": 0.0}
-        for phase, seconds in (("up", 0.3), ("down", 0.6), ("back", 0.8)):
+        parts = (bucket, quota, breaker, limiter)
+        slowest = {"up": 0.0, "down": 0.0}
+        for phase, seconds in (("up", 0.3), ("down", 0.6)):
             if phase == "down":
                 own_redis_server.kill()
-            elif phase == "back":
-                own_redis_server.restart()
             until = time.monotonic() + seconds
             while time.monotonic() < until:
                 slowest[phase] = max(slowest[phase], await timed(one_round))
                 await anyio.sleep(0.005)
-        statistics = [p.statistics() for p in (bucket, quota, breaker, limiter)]
+        own_redis_server.restart()
+        # Back: rounds go on until every part uses Redis again (a loaded machine restarts the server
+        # slowly: bounded by a count of rounds, not by a guess at the time it takes).
+        for _ in range(2000):
+            await one_round()
+            if not any(p.statistics().degraded for p in parts):
+                break
+            await anyio.sleep(0.005)
+        statistics = [p.statistics() for p in parts]
     assert slowest["down"] < 4 * TIMEOUT + 0.1  # at most one failed round trip per primitive and call
-    assert slowest["up"] < 0.1
+    assert slowest["up"] < TIMEOUT  # no round waited for a timeout
     assert not any(s.degraded for s in statistics)
     for source in ("bucket", "quota", "breaker", "limiter"):
         assert recorder.kinds(source) == ["unavailable", "recovered"], source
