@@ -357,6 +357,8 @@ class RetryQuota:
         return False
 
     def _check_cost(self, n: float) -> float:
+        if type(n) is int and 0 <= n <= self._config.max_capacity:  # whole token counts (the engine's)
+            return n
         return check_number("n", n, low=0.0, high=self._config.max_capacity)
 
     def _take(self, n: float) -> bool:
