@@ -1234,3 +1234,52 @@ def test_threads_can_share_a_sync_transport() -> None:
     stats = transport.statistics()
     assert (stats.calls, stats.attempts, stats.retries, stats.successes) == (100, 200, 100, 100)
     assert quota_left(transport) == 500
+
+
+# ------------------------------------------------------------------- the first attempt, either way
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "responses", [[httpx.Response(200)], [httpx.Response(503), httpx.Response(200)], [httpx.Response(404)]]
+)
+async def test_a_request_without_overrides_leaves_what_the_same_request_through_the_general_way_leaves(
+    responses: list[httpx.Response], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most requests begin with Retrier.begin_first; one with an override (here a scope override naming its
+    own origin) takes the general way. Both leave the same counters, quota, breaker, events and report."""
+    begun: list[object] = []
+    begin_first = Retrier.begin_first
+
+    def spy(self: Retrier, **kwargs: Any) -> object:
+        first = begin_first(self, **kwargs)
+        begun.append(first)
+        return first
+
+    monkeypatch.setattr(Retrier, "begin_first", spy)
+    results = []
+    for extensions in ({}, {EXTENSION: {"scope": "https://api.test:443"}}):
+        seen: list[Any] = []
+        router = respx.MockRouter()
+        router.get(URL).mock(side_effect=[httpx.Response(r.status_code) for r in responses])
+        policy = RetryPolicy(backoff=NoBackoff(), breaker=CircuitBreakerConfig(), quota=RetryQuotaConfig())
+        transport = AsyncRetryTransport(httpx.MockTransport(router.async_handler), policy=policy)
+        transport.retrier.subscribe(seen.append)
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get(URL, extensions=extensions)
+        info = response.extensions[EXTENSION]
+        assert isinstance(info, RetryInfo)
+        stats = transport.statistics()
+        (scope,) = stats.scopes
+        assert scope.quota is not None
+        assert scope.breaker is not None
+        results.append((
+            response.status_code, info.attempts, info.gave_up, info.scope,
+            [(a.number, a.kind) for a in info.history.attempts],
+            (stats.calls, stats.attempts, stats.retries, stats.successes, stats.failures),
+            scope.quota.available, (scope.breaker.successes, scope.breaker.failures),
+            [(type(e).__name__, getattr(e, "attempt", None), getattr(e, "target", None)) for e in seen],
+        ))
+    first_way, general_way = results
+    assert first_way == general_way
+    assert ("AttemptFinished", len(responses), "GET https://api.test/items") in first_way[-1]
+    (only,) = begun  # only the request without overrides began that way, and it did
+    assert only is not None
