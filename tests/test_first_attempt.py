@@ -130,8 +130,7 @@ async def test_a_first_attempt_ends_once_and_is_a_record_only_after_its_success(
     [
         ("a deadline times the call", RetryPolicy(deadline=5.0)),
         ("a per-attempt timeout times the call", RetryPolicy(attempt_timeout=1.0)),
-        ("the adaptive limiter may make it wait", RetryPolicy(mode="adaptive")),
-        ("a fixed rate limit may make it wait", RetryPolicy(rate_limit=10.0)),
+        ("two rate limits may make it wait", RetryPolicy(mode="adaptive", rate_limit=10.0)),
         ("the first attempt costs quota tokens", RetryPolicy(quota=RetryQuotaConfig(initial_try_cost=1))),
     ],
 )
@@ -139,6 +138,35 @@ async def test_begin_first_declines_what_could_make_the_first_attempt_wait(why: 
     retrier = Retrier(policy, clock=VirtualClock())
     assert retrier.begin_first() is None, why
     assert counters(retrier) == (0, 0, 0, 0, 0)  # nothing was begun
+
+
+async def test_a_rate_limit_admits_the_first_attempt_when_it_has_a_token_and_declines_when_it_would_wait() -> None:
+    clock = VirtualClock()
+    retrier = Retrier(RetryPolicy(rate_limit=10.0, rate_limit_burst=1.0), clock=clock)  # one token, 10 a second
+    assert retrier.begin_first() is not None  # the token, taken
+    assert retrier.begin_first() is None  # the next one would wait 0.1 s: the general way waits for it
+    (scope,) = retrier.statistics().scopes
+    assert scope.rate_limit is not None
+    assert scope.rate_limit.available == 0.0
+    assert counters(retrier) == (1, 1, 0, 0, 0)  # the declined one began nothing
+    clock.advance(0.1)
+    assert retrier.begin_first() is not None
+
+
+async def test_the_adaptive_limiter_admits_the_first_attempt_at_once_until_it_would_make_it_wait() -> None:
+    clock = VirtualClock()
+    retrier = Retrier(RetryPolicy(mode="adaptive"), clock=clock)
+    first = retrier.begin_first()
+    assert first is not None  # no throttle seen yet: the limiter admits every attempt
+    _, attempt = first.go_on()
+    async with attempt:
+        attempt.retry_result("429", reason="HTTP 429", kind=OutcomeKind.THROTTLING)
+    (scope,) = retrier.statistics().scopes
+    assert scope.limiter is not None
+    assert scope.limiter.enabled  # the throttle enabled it: its bucket starts (nearly) empty
+    while retrier.begin_first() is not None:  # the tokens it holds are taken at once ...
+        pass
+    assert retrier.begin_first() is None  # ... then the first attempt would wait: the general way waits
 
 
 async def test_begin_first_declines_while_the_breaker_is_not_closed() -> None:

@@ -340,11 +340,17 @@ async def test_legacy_mode_has_no_quota() -> None:
 
 
 class SpyLimiter(AdaptiveRateLimiter):
-    """An adaptive limiter that logs every acquire() and update()."""
+    """An adaptive limiter that logs every admission (a granted try_acquire(), or acquire()) and update()."""
 
     def __init__(self, log: list[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.log = log
+
+    def try_acquire(self) -> bool:
+        granted = super().try_acquire()
+        if granted:
+            self.log.append("acquire")
+        return granted
 
     async def acquire(self, *, timeout: float | timedelta | None = None) -> None:
         self.log.append("acquire")

@@ -57,9 +57,10 @@ def _pay_first(call: Call, scope: Scope) -> None:
 
 
 def _begin_now(call: Attempts | SyncAttempts) -> Attempt | None:
-    """The first attempt of ``call``, begun at once when nothing may make it wait or refuse it; else ``None``."""
+    """The first attempt of ``call``, begun at once when nothing may make it wait or refuse it (its rate-limit
+    token taken, if any: :meth:`Scope.admit_first`); else ``None``."""
     scope = call.scope
-    if call.number or not scope.admits_at_once():
+    if call.number or not scope.admit_first():
         return None
     attempt = Attempt()
     attempt._attempts = call
@@ -170,16 +171,13 @@ class Attempts(Call):
         """Wait for the rate limits, then ask the breaker; True when the attempt is a half-open probe."""
         bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
         try:
-            if bucket is not None or limiter is not None:
-                remaining = self.remaining(self.retrier.clock.now())
-                if remaining == 0.0:
-                    # No time left may mean an enclosing scope was cancelled: deliver that cancellation
-                    # rather than a RateLimitTimeout (which a caller catching Exception would retry).
-                    await anyio.lowlevel.checkpoint_if_cancelled()
-                if bucket is not None:
-                    await bucket.acquire(1, timeout=remaining)
-                if limiter is not None:
-                    await limiter.acquire(timeout=remaining)
+            # A local rate limit that has the token now grants it without a wait (try_acquire is exactly
+            # acquire's admission at once); only a wait needs the time left, which costs a look at the
+            # enclosing cancel scopes.
+            if bucket is not None and not (isinstance(bucket, AsyncTokenBucket) and bucket.try_acquire(1)):
+                await bucket.acquire(1, timeout=await self._time_to_wait())
+            if limiter is not None and not (isinstance(limiter, AdaptiveRateLimiter) and limiter.try_acquire()):
+                await limiter.acquire(timeout=await self._time_to_wait())
             if breaker is None:
                 return False
             if isinstance(breaker, CircuitBreaker):
@@ -194,6 +192,16 @@ class Attempts(Call):
         except BackendUnavailable as error:
             self.refuse(error, "backend", self.retrier.clock.now())
             raise
+
+    async def _time_to_wait(self) -> float | None:
+        """The longest a wait for a rate limit may take: the time left before the call's or an enclosing
+        deadline (``None``: unbounded)."""
+        remaining = self.remaining(self.retrier.clock.now())
+        if remaining == 0.0:
+            # No time left may mean an enclosing scope was cancelled: deliver that cancellation rather
+            # than a RateLimitTimeout (which a caller catching Exception would retry).
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        return remaining
 
     async def _refund_retry(self) -> None:
         """A retry that was paid for will not happen (cancelled or refused before it began)."""

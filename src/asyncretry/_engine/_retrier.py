@@ -224,9 +224,10 @@ class Retrier:
         has an object of its own, when nothing could make it wait or refuse it; else ``None`` (then use
         :meth:`attempts`). See :class:`~asyncretry.FirstAttempt`.
 
-        Nothing can make it wait or refuse it when the scope's parts are in-process ones, with no rate
-        limit, no first-attempt cost (SPEC's ``initial_try_cost``), and a breaker that is closed, and
-        the policy has no deadline and no per-attempt timeout (those time the call from its start).
+        Nothing can make it wait or refuse it when the scope's parts are in-process ones, with no
+        first-attempt cost (SPEC's ``initial_try_cost``), a breaker that is closed, and a rate limit
+        (the adaptive limiter, or a fixed one) that has a token now (it is taken), and the policy has no
+        deadline and no per-attempt timeout (those time the call from its start).
 
         Args:
             scope: the scope (resource) whose quota, limiter and breaker the call uses.
@@ -237,7 +238,7 @@ class Retrier:
             return None
         now = self.clock.now()
         shared = self._scopes.get(scope, now)
-        if not shared.local or not shared.admits_at_once():
+        if not shared.local or not shared.admit_first():
             return None
         return FirstAttempt(self, shared, policy, now)
 

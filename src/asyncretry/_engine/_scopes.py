@@ -129,20 +129,32 @@ class Scope:
         self.first_cost = config.initial_try_cost if config is not None else 0
         #: what a success that needed no retry gives back to the quota (SPEC 1.1)
         self.success_increment = config.initial_try_success_increment if config is not None else 0
-        #: nothing can make a first attempt wait or pay: no rate limit, no first-attempt cost, and no retry
-        #: budget on a server (which hears of every call before its first attempt, awaited)
+        #: nothing but a rate limit's token can make a first attempt wait or pay: no first-attempt cost, no
+        #: retry budget on a server (which hears of every call before its first attempt, awaited), and at
+        #: most one rate limit, in-process (its token is taken at once, or the attempt waits)
+        rates = [part for part in (bucket, limiter) if part is not None]
         self.unpaced = (
-            not self.first_cost and bucket is None and limiter is None
+            not self.first_cost
             and (budget is None or isinstance(budget, RetryBudget))
+            and len(rates) <= 1
+            and all(isinstance(part, (AsyncTokenBucket, AdaptiveRateLimiter)) for part in rates)
         )
 
-    def admits_at_once(self) -> bool:
-        """Whether a first attempt may begin without waiting or asking anything that could refuse it:
-        no quota cost, no rate limit, no breaker or a local one that is closed."""
+    def admit_first(self) -> bool:
+        """Admit a call's first attempt now if nothing would make it wait or could refuse it, taking its
+        rate-limit token if the scope has one: no first-attempt cost, no breaker or a local one that is
+        closed, and an in-process rate limit (at most one) that has a token now. ``False`` takes nothing."""
         if not self.unpaced:
             return False
         breaker = self.breaker
-        return breaker is None or (self.local_breaker and breaker.is_closed)  # type: ignore[union-attr]
+        if breaker is not None and not (self.local_breaker and breaker.is_closed):  # type: ignore[union-attr]
+            return False
+        bucket, limiter = self.bucket, self.limiter
+        if bucket is not None:
+            return bucket.try_acquire(1)  # type: ignore[union-attr]  # in-process (unpaced)
+        if limiter is not None:
+            return limiter.try_acquire()  # type: ignore[union-attr]  # in-process (unpaced)
+        return True
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
     def report(self, kind: OutcomeKind, reason: str, started: float, probe: bool, now: float | None = None) -> None:
