@@ -150,10 +150,10 @@ class Scope:
         if breaker is not None and not (self.local_breaker and breaker.is_closed):  # type: ignore[union-attr]
             return False
         bucket, limiter = self.bucket, self.limiter
-        if bucket is not None:
-            return bucket.try_acquire(1)  # type: ignore[union-attr]  # in-process (unpaced)
-        if limiter is not None:
-            return limiter.try_acquire()  # type: ignore[union-attr]  # in-process (unpaced)
+        if isinstance(bucket, AsyncTokenBucket):  # (unpaced: a rate limit is an in-process one)
+            return bucket.try_acquire(1)
+        if isinstance(limiter, AdaptiveRateLimiter):
+            return limiter.try_acquire()
         return True
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
