@@ -25,6 +25,7 @@ __all__ = ["NOT_SET", "SUCCESS", "Attempt"]
 
 NOT_SET: Any = object()
 SUCCESS = Outcome(OutcomeKind.SUCCESS, "ok")
+_SUCCESS = OutcomeKind.SUCCESS
 
 
 class Attempt:
@@ -123,7 +124,7 @@ class Attempt:
         else:
             outcome = call.policy.classifier.classify_error(error)
         judge = call.judge
-        if judge is not None and outcome.kind is not OutcomeKind.SUCCESS:
+        if judge is not None and outcome.kind is not _SUCCESS:
             outcome = judge(outcome)
         return outcome
 

@@ -351,7 +351,7 @@ class Call:
     def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int) -> tuple[float, bool]:
         """The sleep before the next attempt: the backoff, or the delay the server asked for."""
         policy = self.policy
-        backoff = policy.throttling_backoff if kind is OutcomeKind.THROTTLING else policy.backoff
+        backoff = policy.throttling_backoff if kind is _THROTTLING else policy.backoff
         assert backoff is not None
         delay = backoff.delay(number, self.retrier._rng(), self._previous_delay)
         server = outcome.server_delay
