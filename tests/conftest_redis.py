@@ -64,11 +64,17 @@ def _ping(port: int, timeout: float = 0.2) -> bool:
         return False
 
 
+class _PortTaken(Exception):
+    """The server exited at once: most likely another process took its port first."""
+
+
 class RedisServer:
     """A throwaway server process on a fixed port, which tests may kill, freeze and restart."""
 
     def __init__(self, binary: str, port: int | None = None, extra: Sequence[str] = (), sentinel: str = "") -> None:
         self.binary = binary
+        self._any_port = port is None  # a port of our choosing: another may be chosen if someone takes it first
+        self._started = False
         self.port = port if port is not None else free_port()
         self.directory = tempfile.mkdtemp(prefix="asyncretry-redis-")
         self.process: subprocess.Popen[bytes] | None = None
@@ -80,7 +86,23 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> None:
-        """Start the server and wait until it answers PING."""
+        """Start the server and wait until it answers PING.
+
+        The first start of a server on a port of our choosing tries a few ports: another process (a
+        benchmark, a parallel run) may take a free port between the moment it was found and the bind.
+        """
+        for _ in range(4 if self._any_port and not self._started else 0):
+            try:
+                self._start(timeout)
+            except _PortTaken:
+                self.port = free_port()
+            else:
+                break
+        else:
+            self._start(timeout)
+        self._started = True
+
+    def _start(self, timeout: float) -> None:
         head = [self.binary]
         if self.sentinel:
             config = Path(self.directory) / "sentinel.conf"  # a sentinel rewrites its file: one per process
@@ -95,8 +117,10 @@ class RedisServer:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + timeout
-        while not _ping(self.port):
+        while not _ping(self.port) or self.process.poll() is not None:  # (a PING answered by another server)
             if self.process.poll() is not None:
+                if self._any_port and not self._started:
+                    raise _PortTaken(self.port)
                 raise RuntimeError(f"the Redis server {self.binary} exited with {self.process.returncode}")
             if time.monotonic() > deadline:
                 self.kill()
