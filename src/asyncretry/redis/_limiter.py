@@ -48,6 +48,8 @@ __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
 
 
 _DEFAULT = AdaptiveLimiterConfig()
+# The most throttle send times one report carries (a report covers about one request per task).
+_MAX_SENDS = 64
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -135,6 +137,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_bus",
         "_clock",
         "_config",
+        "_echo_guard",
         "_failed",
         "_fallback",
         "_give",
@@ -143,7 +146,8 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_next_sync",
         "_reported",
         "_reserved",
-        "_stale",
+        "_offset",
+        "_sends",
         "_sync_interval",
         "_throttled",
         "_throttles",
@@ -194,14 +198,17 @@ class RedisAdaptiveRateLimiter(_Linked):
             )
         else:
             self._args = (
-                fmt(c.utilization), fmt(c.repeat_decrease), fmt(_seconds(c.reaction_time)),
-                fmt(_seconds(c.recovery_time)), fmt(_seconds(c.quick_recovery_time)), fmt(c.stable_change),
-                fmt(_seconds(c.settle_time)), fmt(_seconds(c.probe_doubling_time)), fmt(_seconds(c.burst)),
+                fmt(c.utilization), fmt(c.repeat_decrease), fmt(c.min_repeat_decrease),
+                fmt(_seconds(c.reaction_time)), fmt(_seconds(c.measurement_window)), fmt(_seconds(c.recovery_time)),
+                fmt(_seconds(c.quick_recovery_time)), fmt(c.stable_change), fmt(_seconds(c.settle_time)),
+                fmt(_seconds(c.probe_doubling_time)), fmt(_seconds(c.burst)), fmt(c.growth_margin),
                 fmt(c.max_rate_growth), fmt(c.min_fill_rate), fmt(c.min_capacity),
             )
+        self._echo_guard = _seconds(c.measurement_window) / 10
         self._reported = 0  # responses not yet reported to the fleet
         self._throttled = 0  # of those, throttles
-        self._stale = 0  # of those, throttles of requests sent before the fleet's last decrease
+        self._sends: list[float] = []  # the send times of those throttles (local clock), for the default profile
+        self._offset = 0.0  # the server's clock less this process's, as of the last round trip
         self._failed = 0  # of the responses, failures (neither throttles nor successes)
         self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
         self._reserved = 0
@@ -296,12 +303,12 @@ class RedisAdaptiveRateLimiter(_Linked):
         done = False
         try:
             remaining = wait
-            while remaining > 0.0:
+            while remaining > 1e-3:
                 chunk = min(remaining, self._sync_interval)
                 await clock.sleep(chunk)
                 remaining -= chunk
-                if remaining <= 1e-3:
-                    break
+                # Even at the predicted time: a cut in the fleet's rate meanwhile (another process's
+                # throttle) makes the token later, and a request sent at the old rate would be throttled.
                 if await self._run(want=False, max_wait=None) is not None:
                     view = self._view
                     remaining = (due - view.accrued) / view.fill_rate
@@ -349,11 +356,11 @@ class RedisAdaptiveRateLimiter(_Linked):
         if throttled:
             self._throttles += 1
             self._throttled += 1
-            view = self._view
-            # An echo of a decrease the fleet already made: the request went out before it.
-            sent = sent_at if sent_at is not None else self._clock.now() - 0.1
-            if view.enabled and sent <= view.last_throttle_time:
-                self._stale += 1
+            if not self._aws and len(self._sends) < _MAX_SENDS:
+                # The fleet tells a new congestion event from an echo of one it already reacted to by the
+                # send time (whichever process reacted); without one, assume a tenth of a window before.
+                now = self._clock.now()
+                self._sends.append(sent_at if sent_at is not None else now - self._echo_guard)
             if self._bus.wants(Throttled):
                 self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
         elif failed:
@@ -413,15 +420,18 @@ class RedisAdaptiveRateLimiter(_Linked):
         return tokens
 
     async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
-        responses, throttles, give = self._reported, self._throttled, self._give
-        stale, failed = self._stale, self._failed
-        self._reported = self._throttled = self._give = self._stale = self._failed = 0
-        report: tuple[int, ...]
+        responses, throttles, give, failed = self._reported, self._throttled, self._give, self._failed
+        self._reported = self._throttled = self._give = self._failed = 0
+        args: tuple[str | int, ...]
         if self._aws:
-            report = (responses, throttles)
+            args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
         else:
-            report = (responses - throttles - failed, throttles - stale, stale, failed)
-        args = (*self._args, *report, int(want), fmt(max_wait), give, self._key_ttl_ms)
+            # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
+            sends, offset, self._sends = self._sends, self._offset, []
+            args = (
+                *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
+                fmt(max_wait), give, self._key_ttl_ms, *(fmt(sent + offset) for sent in sends),
+            )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
         now = self._clock.now()
@@ -433,6 +443,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._next_sync = now + self._sync_interval
         view = self._view
         server_now = num(reply[9])
+        self._offset = server_now - now
         view.enabled = bool(int(reply[2]))
         view.fill_rate = num(reply[3])
         view.max_capacity = num(reply[4])
