@@ -8,9 +8,11 @@ sending the fleet's traffic would have.
 
 Two profiles, two scripts. ``"asyncretry"`` (the default, :data:`~._scripts.LIMITER_ASYNCRETRY`): the
 server's capacity is what it admitted to the *fleet* between two congestion events; each process reports
-its successes, its throttles (split into fresh ones and echoes of a decrease the fleet already made, by
-the request's send time) and its failures; the rules are ``AsyncretryRateController``'s, reduced to
-counts (no outage detection: a run of 503s only stops the growth). ``"aws"``
+its successes, its failures and the send times of its throttled requests, on the server's clock (the
+offset between the clocks is learned on every round trip), so the script tells a new congestion event from
+an echo of a decrease the fleet already made whichever process made it; the served rate is counted in
+slots of ``measurement_window / 20`` on the server. The rules are ``AsyncretryRateController``'s, reduced
+to counts (no outage detection: a run of 503s only stops the growth). ``"aws"``
 (:data:`~._scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
 throttle in any process cuts the one fill rate to ``beta`` times it.
 
@@ -23,8 +25,10 @@ process has a throttle to report; once enabled, every ``acquire`` is one round t
 Approximations, stated: reports are counted at the server time they arrive (up to one request, or
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
 the SDKs' own lag of one measurement bucket. A call that must wait reserves its token (its place in the
-fleet's queue) and sleeps; every ``sync_interval`` it checks how many tokens the bucket has taken in since,
-so that a rate change in the fleet moves its wake-up earlier or later, as the in-process bucket re-plans.
+fleet's queue) and sleeps; every ``sync_interval``, and once more when it wakes, it checks how many tokens
+the bucket has taken in since, so that a rate change in the fleet moves its wake-up earlier or later, as
+the in-process bucket re-plans (a request sent on time at a rate the fleet has since cut would be
+throttled, and read by the fleet as the cut not being enough).
 """
 
 from __future__ import annotations
@@ -114,9 +118,8 @@ class RedisAdaptiveRateLimiter(_Linked):
 
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
-        config: the CUBIC constants (every process must use the same); defaults to
-            ``AdaptiveLimiterConfig(profile="aws")``. Only the ``"aws"`` profile (SPEC section 5) runs on
-            Redis; another profile is refused.
+        config: the profile and its constants (every process must use the same); defaults to
+            ``AdaptiveLimiterConfig()``, the ``"asyncretry"`` profile. Both profiles run on Redis.
         name: names the shared limiter (the Redis key ``{prefix}limiter:{name}``) and its events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) limits with a local
             shadow limiter that has seen this process's responses all along; ``"fail_closed"`` raises
@@ -344,8 +347,9 @@ class RedisAdaptiveRateLimiter(_Linked):
         Args:
             throttled: whether the response was a throttling error.
             reason: why it counts as a throttle, for the :class:`~asyncretry.Throttled` event.
-            sent_at: when the request was sent (local clock); only the local shadow uses it (the fleet
-                runs the ``"aws"`` profile, which ignores it).
+            sent_at: when the request was sent (local clock): the default profile's script tells echoes of
+                a decrease from new congestion events by it (``None``: a tenth of ``measurement_window``
+                before now); the ``"aws"`` profile ignores it.
             failed: the attempt failed for another reason (a 503); the ``"aws"`` profile counts it as
                 the SDKs do (not a throttle).
         """

@@ -325,7 +325,7 @@ local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, acc = 0, srv = 0, ans = 0, dec = -1, est = 0,
-       rec = quick, frac = util, mkt = now, mks = 0, stab = now, st = 0, first = now, fs = 0, ft = 0,
+       rec = quick, frac = util, mkt = now, mks = 0, stab = now, st = 0, first = -1, fs = 0, ft = 0,
        gh = math.floor(now / width)}
   for i = 0, SLOTS - 1 do v['g' .. i] = 0; v['a' .. i] = 0 end
 end
@@ -352,6 +352,8 @@ v['g' .. slot] = v['g' .. slot] + ok
 v['a' .. slot] = v['a' .. slot] + answered
 v.srv = v.srv + ok
 v.ans = v.ans + answered
+-- the first answer, not the first round trip (a process may connect long before it sends)
+if v.first < 0 and answered > 0 then v.first = now end
 -- the rate of g (or a) over about the last span seconds: whole slots, the current one partly
 local function rate(prefix, span)
   local n = math.max(1, math.min(SLOTS, math.floor(span / width + 0.5)))
