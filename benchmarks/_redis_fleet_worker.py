@@ -75,7 +75,15 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
                     else:
                         out["failures"] += 1
 
-            await asyncio.gather(*(worker() for _ in range(config["tasks"])))
+            async def sample() -> None:  # the limiter's view four times a second, for diagnosis
+                while loop.time() < stop:
+                    await asyncio.sleep(0.25)
+                    view = limiter.statistics()
+                    out["trace"].append((round(loop.time() + offset - out["started"], 2), view.fill_rate,
+                                         view.last_max_rate, view.waits, round(view.wait_time, 2)))
+
+            out["trace"] = []
+            await asyncio.gather(sample(), *(worker() for _ in range(config["tasks"])))
             out["stopped"] = stop + offset
         statistics = limiter.statistics()
         out["round_trips"] = getattr(statistics, "round_trips", 0)

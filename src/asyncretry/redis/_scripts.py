@@ -352,6 +352,7 @@ v['g' .. slot] = v['g' .. slot] + ok
 v['a' .. slot] = v['a' .. slot] + answered
 v.srv = v.srv + ok
 v.ans = v.ans + answered
+if v.mks < 0 and now >= v.mkt then v.mkt = now; v.mks = v.srv end
 -- the first answer, not the first round trip (a process may connect long before it sends)
 if v.first < 0 and answered > 0 then v.first = now end
 -- the rate of g (or a) over about the last span seconds: whole slots, the current one partly
@@ -370,7 +371,9 @@ local restarted = false
 local function restart(capacity, fraction, hold)
   restarted = true
   v.est = capacity; v.dec = now; v.frac = fraction; v.rec = hold; v.fs = 0; v.ft = 0
-  v.mkt = now; v.mks = v.srv
+  -- the capacity is measured from reaction_time after the decrease on: until then the answers to what was
+  -- sent at the old rate (throttles among them) take the fleet's tokens, and would bias it low
+  v.mkt = now + reaction; v.mks = -1
   set(fraction * capacity)
 end
 local function recovery_after(capacity, counted)
@@ -411,7 +414,7 @@ for _, sent in ipairs(sends) do
       -- rule 3: the capacity is what the server admitted to the fleet since the last event
       local capacity = -1
       local counted = v.srv - v.mks
-      if now - v.mkt >= reaction then capacity = counted / (now - v.mkt) end
+      if v.mks >= 0 and now - v.mkt >= reaction then capacity = counted / (now - v.mkt) end
       local span = math.min(window, now - v.dec)
       local lately = rate('g', span)
       if capacity < 0 or lately > (1 + margin) * capacity then capacity = lately; counted = lately * span end
