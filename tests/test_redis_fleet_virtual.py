@@ -95,7 +95,7 @@ async def test_four_processes_sharing_the_default_profile_serve_the_servers_capa
     backends: list[VirtualTimeBackend],
 ) -> None:
     """4 processes x 8 closed-loop tasks through one Redis limiter get nearly all of a 200/s server over
-    10 s, start-up included, with few attempts throttled (one in-process limiter: 0.995 R, 1.6%)."""
+    10 s, start-up included, with few attempts throttled (one in-process limiter: 0.995 R, 1.6% throttled)."""
     rate, latency, duration = 200.0, 0.01, 10.0
     clock = DEFAULT_CLOCK
     start = clock.now()
@@ -129,8 +129,9 @@ async def test_four_processes_sharing_the_default_profile_serve_the_servers_capa
                 tg.start_soon(task, retrier)
         await anyio.sleep(duration)  # not a deadline around the tasks: the engine would refuse longer waits
         tg.cancel_scope.cancel()
-    # asyncio's run is deterministic (0.98 R, 3.4%); trio shuffles its run queue, so its runs spread
-    # (0.91-0.98 R). Before the fix (echoes of other processes' decreases cut again, a served rate over
-    # whole seconds, sleepers that sent at a rate already cut) the fleet got 0.4-0.65 R.
-    assert served / duration >= 0.88 * rate
-    assert throttled / (served + throttled) <= 0.045
+    # asyncio's run is deterministic (0.99 R, 4.1% throttled, a third of it the first round trip's); trio
+    # shuffles its run queue, so its runs spread (0.96-0.99 R, 3.7%). Before the fix (echoes of other
+    # processes' decreases cut again, a served rate over whole seconds, sleepers that sent at a rate already
+    # cut) the fleet got 0.4-0.65 R.
+    assert served / duration >= 0.93 * rate
+    assert throttled / (served + throttled) <= 0.05
