@@ -8,8 +8,9 @@ shared by the whole fleet; ``"local"``: an in-process ``AdaptiveRateLimiter`` pe
 It connects, warms up (one round trip to Redis and one request to the server), prints ``ready``, waits
 for a line on stdin (the barrier), then runs ``tasks`` closed-loop tasks for ``duration`` seconds and
 prints ``{"started": wall-clock time of the go, "stopped": ..., "successes": [...], "attempts": [...],
-"throttled": [...], "failures": n, "round_trips": n}``; the lists hold wall-clock times of the answers
-(comparable across the processes).
+"throttled": [...], "failures": n, "round_trips": n, "trace": [...]}``; the lists hold wall-clock times of the
+answers (comparable across the processes); ``trace`` samples the limiter's view four times a second
+(seconds since the go, fill rate, capacity estimate, waits, wait time), for diagnosis.
 """
 
 from __future__ import annotations
