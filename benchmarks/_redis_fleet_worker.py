@@ -8,8 +8,9 @@ shared by the whole fleet; ``"local"``: an in-process ``AdaptiveRateLimiter`` pe
 It connects, warms up (one round trip to Redis and one request to the server), prints ``ready``, waits
 for a line on stdin (the barrier), then runs ``tasks`` closed-loop tasks for ``duration`` seconds and
 prints ``{"started": wall-clock time of the go, "stopped": ..., "successes": [...], "attempts": [...],
-"throttled": [...], "failures": n, "round_trips": n}``; the lists hold wall-clock times of the answers
-(comparable across the processes).
+"throttled": [...], "failures": n, "round_trips": n, "trace": [...]}``; the lists hold wall-clock times of the
+answers (comparable across the processes); ``trace`` samples the limiter's view four times a second
+(seconds since the go, fill rate, capacity estimate, waits, wait time), for diagnosis.
 """
 
 from __future__ import annotations
@@ -75,7 +76,15 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
                     else:
                         out["failures"] += 1
 
-            await asyncio.gather(*(worker() for _ in range(config["tasks"])))
+            async def sample() -> None:  # the limiter's view four times a second, for diagnosis
+                while loop.time() < stop:
+                    await asyncio.sleep(0.25)
+                    view = limiter.statistics()
+                    out["trace"].append((round(loop.time() + offset - out["started"], 2), view.fill_rate,
+                                         view.last_max_rate, view.waits, round(view.wait_time, 2)))
+
+            out["trace"] = []
+            await asyncio.gather(sample(), *(worker() for _ in range(config["tasks"])))
             out["stopped"] = stop + offset
         statistics = limiter.statistics()
         out["round_trips"] = getattr(statistics, "round_trips", 0)

@@ -8,9 +8,11 @@ sending the fleet's traffic would have.
 
 Two profiles, two scripts. ``"asyncretry"`` (the default, :data:`~._scripts.LIMITER_ASYNCRETRY`): the
 server's capacity is what it admitted to the *fleet* between two congestion events; each process reports
-its successes, its throttles (split into fresh ones and echoes of a decrease the fleet already made, by
-the request's send time) and its failures; the rules are ``AsyncretryRateController``'s, reduced to
-counts (no outage detection: a run of 503s only stops the growth). ``"aws"``
+its successes, its failures and the send times of its throttled requests, on the server's clock (the
+offset between the clocks is learned on every round trip), so the script tells a new congestion event from
+an echo of a decrease the fleet already made whichever process made it; the served rate is counted in
+slots of ``measurement_window / 20`` on the server. The rules are ``AsyncretryRateController``'s, reduced
+to counts (no outage detection: a run of 503s only stops the growth). ``"aws"``
 (:data:`~._scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
 throttle in any process cuts the one fill rate to ``beta`` times it.
 
@@ -23,8 +25,10 @@ process has a throttle to report; once enabled, every ``acquire`` is one round t
 Approximations, stated: reports are counted at the server time they arrive (up to one request, or
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
 the SDKs' own lag of one measurement bucket. A call that must wait reserves its token (its place in the
-fleet's queue) and sleeps; every ``sync_interval`` it checks how many tokens the bucket has taken in since,
-so that a rate change in the fleet moves its wake-up earlier or later, as the in-process bucket re-plans.
+fleet's queue) and sleeps; every ``sync_interval``, and once more when it wakes, it checks how many tokens
+the bucket has taken in since, so that a rate change in the fleet moves its wake-up earlier or later, as
+the in-process bucket re-plans (a request sent on time at a rate the fleet has since cut would be
+throttled, and read by the fleet as the cut not being enough).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
 
 
 _DEFAULT = AdaptiveLimiterConfig()
+# The most throttle send times one report carries (a report covers about one request per task).
+_MAX_SENDS = 64
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -112,9 +118,8 @@ class RedisAdaptiveRateLimiter(_Linked):
 
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
-        config: the CUBIC constants (every process must use the same); defaults to
-            ``AdaptiveLimiterConfig(profile="aws")``. Only the ``"aws"`` profile (SPEC section 5) runs on
-            Redis; another profile is refused.
+        config: the profile and its constants (every process must use the same); defaults to
+            ``AdaptiveLimiterConfig()``, the ``"asyncretry"`` profile. Both profiles run on Redis.
         name: names the shared limiter (the Redis key ``{prefix}limiter:{name}``) and its events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) limits with a local
             shadow limiter that has seen this process's responses all along; ``"fail_closed"`` raises
@@ -135,15 +140,17 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_bus",
         "_clock",
         "_config",
+        "_echo_guard",
         "_failed",
         "_fallback",
         "_give",
         "_key_ttl_ms",
         "_link",
         "_next_sync",
+        "_offset",
         "_reported",
         "_reserved",
-        "_stale",
+        "_sends",
         "_sync_interval",
         "_throttled",
         "_throttles",
@@ -194,14 +201,17 @@ class RedisAdaptiveRateLimiter(_Linked):
             )
         else:
             self._args = (
-                fmt(c.utilization), fmt(c.repeat_decrease), fmt(_seconds(c.reaction_time)),
-                fmt(_seconds(c.recovery_time)), fmt(_seconds(c.quick_recovery_time)), fmt(c.stable_change),
-                fmt(_seconds(c.settle_time)), fmt(_seconds(c.probe_doubling_time)), fmt(_seconds(c.burst)),
+                fmt(c.utilization), fmt(c.repeat_decrease), fmt(c.min_repeat_decrease),
+                fmt(_seconds(c.reaction_time)), fmt(_seconds(c.measurement_window)), fmt(_seconds(c.recovery_time)),
+                fmt(_seconds(c.quick_recovery_time)), fmt(c.stable_change), fmt(_seconds(c.settle_time)),
+                fmt(_seconds(c.probe_doubling_time)), fmt(_seconds(c.burst)), fmt(c.growth_margin),
                 fmt(c.max_rate_growth), fmt(c.min_fill_rate), fmt(c.min_capacity),
             )
+        self._echo_guard = _seconds(c.measurement_window) / 10
         self._reported = 0  # responses not yet reported to the fleet
         self._throttled = 0  # of those, throttles
-        self._stale = 0  # of those, throttles of requests sent before the fleet's last decrease
+        self._sends: list[float] = []  # the send times of those throttles (local clock), for the default profile
+        self._offset = 0.0  # the server's clock less this process's, as of the last round trip
         self._failed = 0  # of the responses, failures (neither throttles nor successes)
         self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
         self._reserved = 0
@@ -296,12 +306,12 @@ class RedisAdaptiveRateLimiter(_Linked):
         done = False
         try:
             remaining = wait
-            while remaining > 0.0:
+            while remaining > 1e-3:
                 chunk = min(remaining, self._sync_interval)
                 await clock.sleep(chunk)
                 remaining -= chunk
-                if remaining <= 1e-3:
-                    break
+                # Even at the predicted time: a cut in the fleet's rate meanwhile (another process's
+                # throttle) makes the token later, and a request sent at the old rate would be throttled.
                 if await self._run(want=False, max_wait=None) is not None:
                     view = self._view
                     remaining = (due - view.accrued) / view.fill_rate
@@ -337,8 +347,9 @@ class RedisAdaptiveRateLimiter(_Linked):
         Args:
             throttled: whether the response was a throttling error.
             reason: why it counts as a throttle, for the :class:`~asyncretry.Throttled` event.
-            sent_at: when the request was sent (local clock); only the local shadow uses it (the fleet
-                runs the ``"aws"`` profile, which ignores it).
+            sent_at: when the request was sent (local clock): the default profile's script tells echoes of
+                a decrease from new congestion events by it (``None``: a tenth of ``measurement_window``
+                before now); the ``"aws"`` profile ignores it.
             failed: the attempt failed for another reason (a 503); the ``"aws"`` profile counts it as
                 the SDKs do (not a throttle).
         """
@@ -349,11 +360,11 @@ class RedisAdaptiveRateLimiter(_Linked):
         if throttled:
             self._throttles += 1
             self._throttled += 1
-            view = self._view
-            # An echo of a decrease the fleet already made: the request went out before it.
-            sent = sent_at if sent_at is not None else self._clock.now() - 0.1
-            if view.enabled and sent <= view.last_throttle_time:
-                self._stale += 1
+            if not self._aws and len(self._sends) < _MAX_SENDS:
+                # The fleet tells a new congestion event from an echo of one it already reacted to by the
+                # send time (whichever process reacted); without one, assume a tenth of a window before.
+                now = self._clock.now()
+                self._sends.append(sent_at if sent_at is not None else now - self._echo_guard)
             if self._bus.wants(Throttled):
                 self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
         elif failed:
@@ -413,15 +424,18 @@ class RedisAdaptiveRateLimiter(_Linked):
         return tokens
 
     async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
-        responses, throttles, give = self._reported, self._throttled, self._give
-        stale, failed = self._stale, self._failed
-        self._reported = self._throttled = self._give = self._stale = self._failed = 0
-        report: tuple[int, ...]
+        responses, throttles, give, failed = self._reported, self._throttled, self._give, self._failed
+        self._reported = self._throttled = self._give = self._failed = 0
+        args: tuple[str | int, ...]
         if self._aws:
-            report = (responses, throttles)
+            args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
         else:
-            report = (responses - throttles - failed, throttles - stale, stale, failed)
-        args = (*self._args, *report, int(want), fmt(max_wait), give, self._key_ttl_ms)
+            # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
+            sends, offset, self._sends = self._sends, self._offset, []
+            args = (
+                *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
+                fmt(max_wait), give, self._key_ttl_ms, *(fmt(sent + offset) for sent in sends),
+            )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
         now = self._clock.now()
@@ -433,6 +447,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._next_sync = now + self._sync_interval
         view = self._view
         server_now = num(reply[9])
+        self._offset = server_now - now
         view.enabled = bool(int(reply[2]))
         view.fill_rate = num(reply[3])
         view.max_capacity = num(reply[4])

@@ -292,31 +292,42 @@ return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax
 """)
 
 LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + """
--- The fleet's adaptive limiter, default ("asyncretry") profile: the capacity the server admitted between
--- two congestion events, measured over the whole fleet's successes; one token bucket at the resulting
--- fill rate that every process takes its tokens from (as LIMITER). The rules are
--- AsyncretryRateController's, reduced to counts: the echoes of an event are told apart by each process
--- (a throttle of a request sent before the fleet's last decrease is 'stale'), outages are not detected
--- (a run of 503s only stops the growth).
--- ARGV: utilization, repeat_decrease, reaction_time, recovery_time, quick_recovery_time, stable_change,
---       settle_time, probe_doubling_time, burst, max_rate_growth, min_fill_rate, min_capacity,
---       successes, fresh throttles, stale throttles, failures (reported since the last round trip),
---       want (0/1), max_wait (-1: no limit), give_back, ttl_ms
-local util, repeat_cut, reaction = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local slow, quick, stable = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local settle, doubling, burst = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local growth, min_fill, min_cap = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
-local ok, fresh, stale, failed = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
-local want, max_wait, give, ttl = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20])
-local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
-                'wt', 'ws', 'rate', 'stab', 'nf', 'cnt', 'st'}
+-- The fleet's adaptive limiter, default ("asyncretry") profile: AsyncretryRateController's rules applied to
+-- the whole fleet's responses, and one token bucket at the resulting fill rate that every process takes its
+-- tokens from (as LIMITER). Time is the server's: the processes send the send times of their throttled
+-- requests on the server's clock, so a throttle of a request sent before the fleet's last decrease is an
+-- echo whichever process decreased. Successes are counted when reported (one request after their answer),
+-- in slots of measurement_window / 20, so the served rate is the fleet's over recent spans. Outages are not
+-- detected (a run of 503s only stops the growth).
+-- ARGV: utilization, repeat_decrease, min_repeat_decrease, reaction_time, measurement_window, recovery_time,
+--       quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
+--       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
+--       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
+--       give_back, ttl_ms (16-21), then the send times of the reported throttles (server clock, any order)
+local util, repeat_cut, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local reaction, window, slow = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local quick, stable, settle = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local doubling, burst, margin = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local growth, min_fill, min_cap = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local ok, failed, want = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
+local max_wait, give, ttl = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
+local sends = {}
+for i = 22, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
+table.sort(sends)
+local SLOTS = 21
+local width = window / 20
+local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'ans', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
+                'stab', 'st', 'first', 'fs', 'ft', 'gh'}
+for i = 0, SLOTS - 1 do table.insert(FIELDS, 'g' .. i) end
+for i = 0, SLOTS - 1 do table.insert(FIELDS, 'a' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
 if v.en == nil then
-  v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, acc = 0, srv = 0, dec = now, est = 0,
-       rec = quick, frac = util, mkt = now, mks = 0, wt = now, ws = 0, rate = 0, stab = now, nf = 0, cnt = 0,
-       st = now}
+  v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, acc = 0, srv = 0, ans = 0, dec = -1, est = 0,
+       rec = quick, frac = util, mkt = now, mks = 0, stab = now, st = 0, first = -1, fs = 0, ft = 0,
+       gh = math.floor(now / width)}
+  for i = 0, SLOTS - 1 do v['g' .. i] = 0; v['a' .. i] = 0 end
 end
 local function add(amount)
   local before = v.tok
@@ -327,65 +338,107 @@ if now > v.ts then add((now - v.ts) * v.fill) end
 v.ts = now
 if give > 0 then add(give) end
 local old_fill = v.fill
-local function set(rate)
-  v.fill = math.max(rate, min_fill); v.cap = math.max(v.fill * burst, min_cap)
+-- slot counters of successes (g) and of all answers (a), newest slot index gh; slot i holds index i mod SLOTS
+local index = math.floor(now / width)
+if index > v.gh then
+  for k = math.max(v.gh + 1, index - SLOTS + 1), index do
+    v['g' .. (k % SLOTS)] = 0; v['a' .. (k % SLOTS)] = 0
+  end
+  v.gh = index
 end
+local slot = v.gh % SLOTS
+local answered = ok + failed + #sends
+v['g' .. slot] = v['g' .. slot] + ok
+v['a' .. slot] = v['a' .. slot] + answered
+v.srv = v.srv + ok
+v.ans = v.ans + answered
+if v.mks < 0 and now >= v.mkt then v.mkt = now; v.mks = v.srv end
+-- the first answer, not the first round trip (a process may connect long before it sends)
+if v.first < 0 and answered > 0 then v.first = now end
+-- the rate of g (or a) over about the last span seconds: whole slots, the current one partly
+local function rate(prefix, span)
+  local n = math.max(1, math.min(SLOTS, math.floor(span / width + 0.5)))
+  local total = 0
+  for k = v.gh - n + 1, v.gh do total = total + v[prefix .. (k % SLOTS)] end
+  local covered = (n - 1) * width + math.min(math.max(now - v.gh * width, 0), width)
+  if covered <= 0 then return total / width end
+  return total / covered
+end
+local function set(r)
+  v.fill = math.max(r, min_fill); v.cap = math.max(v.fill * burst, min_cap)
+end
+local restarted = false
 local function restart(capacity, fraction, hold)
-  v.est = capacity; v.dec = now; v.frac = fraction; v.rec = hold; v.nf = 0
-  v.mkt = now; v.mks = v.srv
+  restarted = true
+  v.est = capacity; v.dec = now; v.frac = fraction; v.rec = hold; v.fs = 0; v.ft = 0
+  -- the capacity is measured from reaction_time after the decrease on: until then the answers to what was
+  -- sent at the old rate (throttles among them) take the fleet's tokens, and would bias it low
+  v.mkt = now + reaction; v.mks = -1
   set(fraction * capacity)
 end
--- the served rate, over windows of at least one second
-v.srv = v.srv + ok
-v.cnt = v.cnt + ok + fresh + stale + failed
-if now - v.wt >= 1 then
-  v.rate = (v.srv - v.ws) / (now - v.wt); v.wt = now; v.ws = v.srv
+local function recovery_after(capacity, counted)
+  -- up to recovery_time when the measurement confirms the estimate, quick_recovery_time when it moved it
+  if v.est <= 0 then return quick end
+  local change = math.abs(capacity - v.est) / v.est
+  local tol = math.max(stable, 2 / math.max(counted, 1))
+  local weight = math.min(1, math.max(0, 2 - 2 * change / tol))
+  v.stab = now - weight * (now - v.stab)
+  return quick + (slow - quick) * weight * math.min(1, (now - v.stab) / settle)
 end
-local function served()
-  local partial = (v.srv - v.ws) / math.max(now - v.wt, 0.1)
-  if v.rate <= 0 or now - v.wt >= reaction then return math.max(v.rate, partial) end
-  return v.rate
+local function start_up()
+  -- rule 1: start from what the fleet was served so far (or a share of what it sent), not from the floor
+  local covered = math.min(window, math.max(now - v.first, 2 * width))
+  local base = rate('g', covered)
+  if base <= 0 then base = min_cut * rate('a', covered) end
+  local dec = v.dec
+  if v.en == 0 then dec = now end
+  v.en = 1; v.st = 1
+  restart(base, repeat_cut, quick)
+  v.dec = dec  -- echoes of the same round trip do not move the event
 end
-if fresh > 0 then
-  if v.en == 0 then
-    -- rule 1: start from what the fleet was served (or a share of what it sent), not from the floor
-    local base = served()
-    if base <= 0 then base = 0.25 * v.cnt / math.max(now - v.wt, 0.1) end
-    v.en = 1; v.stab = now; v.st = now
-    restart(base, repeat_cut, quick)
-  elseif now - v.st < 2 * reaction then
-    -- more answers of the first round trip, reported by the other processes: the start stands
-  elseif now - v.dec < reaction then
-    -- rule 5: a second fresh throttle right after a decrease: the capacity fell further
-    v.nf = v.nf + fresh
-    if v.nf >= 2 then
-      v.stab = now
-      restart(v.fill, repeat_cut, quick)
+for _, sent in ipairs(sends) do
+  local fresh = sent > v.dec
+  if v.en == 0 or (v.st == 1 and not fresh) then
+    start_up()
+  elseif fresh then
+    v.st = 0
+    if sent - v.dec < reaction then
+      -- rule 5: a second fresh throttle right after a decrease: the capacity fell further
+      v.ft = v.ft + 1
+      if v.ft >= 2 then
+        local share = v.fs / math.max(v.fs + v.ft, 1)
+        v.stab = now
+        restart(v.fill, math.min(repeat_cut, math.max(share, min_cut)), quick)
+      end
+    else
+      -- rule 3: the capacity is what the server admitted to the fleet since the last event
+      local capacity = -1
+      local counted = v.srv - v.mks
+      if v.mks >= 0 and now - v.mkt >= reaction then capacity = counted / (now - v.mkt) end
+      local span = math.min(window, now - v.dec)
+      local lately = rate('g', span)
+      if capacity < 0 or lately > (1 + margin) * capacity then capacity = lately; counted = lately * span end
+      capacity = math.min(capacity, v.fill)
+      if capacity <= 0 then
+        restart(v.fill, repeat_cut, quick)
+      else
+        restart(capacity, util, recovery_after(capacity, counted))
+      end
     end
-  else
-    -- rule 3: the capacity is what the server admitted since the last event
-    local capacity = served()
-    if now - v.mkt >= reaction then capacity = (v.srv - v.mks) / (now - v.mkt) end
-    if served() > 1.1 * capacity then capacity = served() end
-    capacity = math.min(capacity, v.fill)
-    if capacity <= 0 then capacity = v.fill * repeat_cut end
-    local change = 1
-    if v.est > 0 then change = math.abs(capacity - v.est) / v.est end
-    local tol = math.max(stable, 2 / math.max(v.srv - v.mks, 1))
-    local weight = math.min(1, math.max(0, 2 - 2 * change / tol))
-    v.stab = now - weight * (now - v.stab)
-    local hold = quick + (slow - quick) * weight * math.min(1, (now - v.stab) / settle)
-    restart(capacity, util, hold)
   end
-elseif v.en == 1 and ok > 0 then
-  -- rule 4: recover to the estimate along a concave curve, then probe above it
-  local elapsed = now - v.dec
-  local capacity = math.max(v.est, min_fill)
-  if elapsed < v.rec then
-    set(capacity * (1 - (1 - v.frac) * (1 - elapsed / v.rec) ^ 3))
-  else
-    local doublings = math.min((elapsed - v.rec) / doubling, 64)
-    set(math.min(capacity * 2 ^ doublings, growth * math.max(served(), capacity)))
+end
+if ok > 0 and v.en == 1 then
+  v.fs = v.fs + ok
+  if not restarted then
+    -- rule 4: recover to the estimate along a concave curve, then probe above it
+    local elapsed = now - v.dec
+    local capacity = math.max(v.est, min_fill)
+    if elapsed < v.rec then
+      set(capacity * (1 - (1 - v.frac) * (1 - elapsed / v.rec) ^ 3))
+    else
+      local doublings = math.min((elapsed - v.rec) / doubling, 64)
+      set(math.min(capacity * 2 ^ doublings, growth * math.max(rate('a', reaction), capacity)))
+    end
   end
 end
 v.tok = math.min(v.tok, v.cap)
@@ -406,6 +459,8 @@ local out = {}
 for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
 redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(served()), f(v.est), f(v.dec), f(now),
+local last = v.dec
+if v.en == 0 then last = now end
+return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(rate('a', window)), f(v.est), f(last), f(now),
         f(old_fill), f(v.acc), f(due)}
 """)
