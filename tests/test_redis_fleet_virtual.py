@@ -130,8 +130,9 @@ async def test_four_processes_sharing_the_default_profile_serve_the_servers_capa
         await anyio.sleep(duration)  # not a deadline around the tasks: the engine would refuse longer waits
         tg.cancel_scope.cancel()
     # asyncio's run is deterministic (0.99 R, 4.1% throttled, a third of it the first round trip's); trio
-    # shuffles its run queue, so its runs spread (0.96-0.99 R, 3.7%). Before the fix (echoes of other
-    # processes' decreases cut again, a served rate over whole seconds, sleepers that sent at a rate already
-    # cut) the fleet got 0.4-0.65 R.
-    assert served / duration >= 0.93 * rate
+    # shuffles its run queue, so its runs spread (0.945-0.993 R and 3.6-3.9% over 15 runs): the bound leaves
+    # room below that spread, far above what the fleet got before the fix (echoes of other processes'
+    # decreases cut again, a served rate over whole seconds, sleepers that sent at a rate already cut):
+    # 0.4-0.65 R. The figures themselves are bench_redis_fleet's.
+    assert served / duration >= 0.90 * rate
     assert throttled / (served + throttled) <= 0.05
