@@ -240,8 +240,8 @@ class Attempts(Call):
             True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates).
 
         Raises:
-            the error the call gave up with instead of ``error`` (an empty quota, an open breaker, a
-            remote backend that fails closed), chained to it.
+            Exception: the error the call gave up with instead of ``error`` (an empty quota, an open
+                breaker, a remote backend that fails closed), chained to it.
         """
         now = self.retrier.clock.now()
         if self.scope.local:
