@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import random
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from rich.console import Console
 
 from asyncretry import DeliveryPolicy, ExponentialBackoff
 from asyncretry._cli import main
 from asyncretry._cli._args import capacity_schedule
 from asyncretry._cli._policies import GROUPS, option_names, resolve
+from asyncretry._cli._report import live_progress
 from asyncretry._cli._schedule import delays
 from asyncretry._cli._server import DemoServer, demo_scenario
-from asyncretry._cli._workload import RunResult, Workload
+from asyncretry._cli._workload import RunResult, Tally, Workload, configurations
 from asyncretry._simulation import Scenario
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -362,3 +365,23 @@ def test_simulate_compares_a_retry_budget_with_the_quota(capsys: pytest.CaptureF
     labels = [line.split()[0] for line in out.splitlines() if line.strip().startswith(("standard ", "budget "))]
     assert "standard" in labels
     assert "budget" in labels
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_the_live_progress_lines_are_never_cut_short_at_any_width(width: int) -> None:
+    """Each configuration's progress line fits the terminal: every counter from 120 columns, the essential
+    ones (successes, failures, the share throttled, the limiter's rate) below that; nothing ends in an ellipsis."""
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
+    configs = configurations(["none", "naive", "standard", "adaptive"])
+    tally = Tally(elapsed=12.0, requests=11940, succeeded=11930, attempts=12940, throttled_attempts=4400,
+                  fill_rate=1234.5)
+    with live_progress(console, configs, 12.0) as tick_for:
+        for index in range(len(configs)):
+            tick_for(index)(tally)
+    lines = [line for line in console.file.getvalue().splitlines() if line.strip()]  # type: ignore[attr-defined]
+    assert len(lines) >= len(configs)
+    for line in lines[-len(configs):]:
+        assert len(line) <= width
+        assert "…" not in line
+        assert all(figure in line for figure in ("11930", "34%", "1234"))
+    assert any("requests" in line for line in lines) == (width >= 120)

@@ -18,8 +18,17 @@ from ._workload import Configuration, RunResult, Tally
 __all__ = ["COLUMNS_NOTE", "failure_lines", "live_progress", "plot_runs", "results_table"]
 
 
-def _stats(tally: Tally) -> str:
+WIDE = 120
+"""The terminal width from which the progress lines show every counter; narrower, the essential ones."""
+
+
+def _stats(tally: Tally, *, wide: bool = True) -> str:
     throttled = tally.throttled_attempts / tally.attempts if tally.attempts else 0.0
+    if not wide:  # fits an 80-column terminal beside the name, the bar and the time
+        text = f"ok {tally.succeeded:>5} failed {tally.failed:>4} 429 {percent(throttled):>5}"
+        if tally.fill_rate is not None:
+            text += f" {tally.fill_rate:4.0f}/s"
+        return text
     text = (
         f"requests {tally.requests:>5} ok {tally.succeeded:>5} failed {tally.failed:>5} "
         f"sends {tally.attempts:>5} 429 {percent(throttled):>5}"
@@ -33,7 +42,12 @@ def _stats(tally: Tally) -> str:
 def live_progress(
     console: Console, configurations: Sequence[Configuration], duration: float, *, unit: str = "s"
 ) -> Iterator[Callable[[int], Callable[[Tally], None]]]:
-    """Show one progress line per configuration; yields ``tick_for(index)``, the ``on_tick`` of each run."""
+    """Show one progress line per configuration; yields ``tick_for(index)``, the ``on_tick`` of each run.
+
+    From :data:`WIDE` columns a line shows every counter; narrower (80 columns, say), only successes,
+    failures, the share throttled and the limiter's rate, so that no line is cut short.
+    """
+    wide = console.width >= WIDE
     progress = Progress(
         TextColumn("{task.description:<14}"),
         BarColumn(bar_width=16),
@@ -51,7 +65,7 @@ def live_progress(
         task = tasks[index]
 
         def on_tick(tally: Tally) -> None:
-            progress.update(task, completed=min(tally.elapsed, duration), stats=_stats(tally))
+            progress.update(task, completed=min(tally.elapsed, duration), stats=_stats(tally, wide=wide))
 
         return on_tick
 
