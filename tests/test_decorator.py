@@ -285,27 +285,33 @@ def test_a_plain_function_gives_up_with_history_and_spends_the_quota() -> None:
     assert scope.quota.available == 500 - 2 * 5
 
 
-def test_sync_backoff_sleeps_for_real_unless_test_mode_says_no_wait() -> None:
+def test_sync_backoff_sleeps_for_real_unless_test_mode_says_no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sync form sleeps its backoff with time.sleep; test_mode() switches the sleeping off."""
     import time
 
     from asyncretry import FixedBackoff
     from asyncretry.testing import test_mode
 
+    slept: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)  # the driver calls time.sleep: recorded, still slept
     flaky = SyncFlaky(failures=1)
 
     @retry(max_attempts=2, backoff=FixedBackoff(0.02))
     def load(value: str) -> str:
         return str(flaky(value))
 
-    started = time.monotonic()
     assert load("a") == "a"
-    assert time.monotonic() - started >= 0.02
+    assert slept == [0.02]
     flaky.calls = 0
     with test_mode():
-        started = time.monotonic()
         assert load("b") == "b"
-        assert time.monotonic() - started < 0.02
+    assert slept == [0.02]  # the retry under test_mode() slept nothing
 
 
 def test_a_plain_function_returning_a_coroutine_is_refused() -> None:

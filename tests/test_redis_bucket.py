@@ -60,15 +60,17 @@ async def test_the_burst_is_free_then_calls_are_paced_at_the_rate(redis_server: 
     """Capacity 5 at 50/s: five acquires pass at once, ten more take 10/50 = 0.2 s."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         bucket = RedisTokenBucket(backend, 50, 5, name="api")
-        started = time.monotonic()
         for _ in range(5):
             await bucket.acquire()
-        burst = time.monotonic() - started
+        burst = bucket.statistics()
+        started = time.monotonic()
         for _ in range(10):
             await bucket.acquire()
-        paced = time.monotonic() - started - burst
-    assert burst < 0.05
-    assert 0.18 <= paced <= 0.3
+        paced = time.monotonic() - started
+        after = bucket.statistics()
+    assert (burst.grants, burst.waits) == (5, 0)  # the burst: nobody waited
+    assert (after.grants, after.waits) == (15, 10)  # then every call waited for its token ...
+    assert 0.18 <= paced < 1.0  # ... and ten tokens at 50/s take 0.2 s (a loaded machine may add to it)
 
 
 @pytest.mark.anyio
@@ -167,7 +169,7 @@ async def test_a_wait_beyond_the_timeout_fails_at_once_and_reserves_nothing(
         started = time.monotonic()
         with pytest.raises(RateLimitTimeout, match="timeout") as caught:
             await bucket.acquire(timeout=0.1)
-        assert time.monotonic() - started < 0.05
+        assert time.monotonic() - started < 0.09  # refused up front, not after waiting the 0.1 s
         assert caught.value.wait == pytest.approx(0.5, abs=0.05)
         assert await bucket.time_until_available() == pytest.approx(0.5, abs=0.05)
         assert bucket.statistics().timeouts == 1
@@ -253,7 +255,7 @@ async def test_a_leased_batch_serves_k_calls_with_one_round_trip_at_the_rate(
         assert len([c for c in counter.commands if c.startswith("EVAL")]) == 2 + counter.commands.count("EVAL")
         # the second batch's tokens come one every 10 ms, the first of them after 10 ms (never sooner)
         assert all(took >= 0.01 * (i + 1) - 0.001 for i, took in enumerate(times))
-        assert times[-1] <= 0.2
+        assert times[-1] < 1.0  # 50 ms of pacing (a loaded machine may add to it)
         assert bucket.statistics().grants == 10
 
 

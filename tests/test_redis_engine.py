@@ -151,7 +151,7 @@ async def test_two_processes_share_one_rate_limit(redis_server: RedisServer, pre
                 tg.start_soon((first if i % 2 else second).call, operation)
         elapsed = time.monotonic() - started
     assert len(calls) == 20
-    assert 0.35 <= elapsed <= 0.55
+    assert 0.35 <= elapsed < 2.0  # 19/50 s: one shared rate (two separate buckets would take half that)
 
 
 @pytest.mark.anyio

@@ -97,7 +97,7 @@ async def test_waiting_mode_waits_for_the_refill(redis_server: RedisServer, pref
         await quota.acquire(10)
         started = time.monotonic()
         await quota.acquire(5)
-        assert 0.08 <= time.monotonic() - started <= 0.25
+        assert 0.08 <= time.monotonic() - started < 1.0  # 5 tokens at 50/s: 0.1 s (a loaded machine may add)
         assert quota.statistics().waiting == 0
 
 
@@ -117,7 +117,7 @@ async def test_a_waiter_is_paid_by_another_processs_success(redis_server: RedisS
             await anyio.sleep(0.05)
             assert waiter.statistics().waiting == 1
             await other.release(5)
-        assert time.monotonic() - started < 0.25  # the refill alone would take 50 s
+        assert time.monotonic() - started < 2.0  # the refill alone would take 50 s
 
 
 @pytest.mark.anyio
@@ -130,7 +130,7 @@ async def test_a_waiting_mode_timeout_is_refused_up_front(redis_server: RedisSer
         started = time.monotonic()
         with pytest.raises(RetryCapacityExceeded):
             await quota.acquire(5, timeout=0.2)
-        assert time.monotonic() - started < 0.05
+        assert time.monotonic() - started < 0.15  # refused up front, not after the 0.2 s timeout
         assert quota.statistics().refused == 1
 
 
