@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._events import AttemptFinished, GaveUp, RetryScheduled, Throttled
+from .._events import AttemptFinished, EventBus, GaveUp, RetryScheduled, Throttled
 from .._exceptions import CircuitOpenError, RetriesExhausted, RetryBudgetExceeded, RetryCapacityExceeded
 from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
@@ -553,10 +553,7 @@ def succeeded(
     retrier._successes += 1
     events = retrier.events
     if events.wants(AttemptFinished):
-        events.emit(AttemptFinished(
-            time=now, source=scope.key, attempt=number, outcome=_SUCCESS.value, reason=reason,
-            duration=now - started, target=label() if label is not None else None,
-        ))
+        _emit_finished(events, scope, number, started, now, _SUCCESS, reason, label)
     return cost if cost is not None else scope.success_increment
 
 
@@ -568,10 +565,17 @@ def attempt_failed(
     if outcome.kind is _THROTTLING and scope.limiter is None and events.wants(Throttled):
         events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
     if events.wants(AttemptFinished):
-        events.emit(AttemptFinished(
-            time=now, source=scope.key, attempt=number, outcome=outcome.kind.value, reason=outcome.reason,
-            duration=now - started, target=label() if label is not None else None,
-        ))
+        _emit_finished(events, scope, number, started, now, outcome.kind, outcome.reason, label)
+
+
+def _emit_finished(
+    events: EventBus, scope: Scope, number: int, started: float, now: float, kind: OutcomeKind, reason: str,
+    label: Label | None,
+) -> None:
+    events.emit(AttemptFinished(
+        time=now, source=scope.key, attempt=number, outcome=kind.value, reason=reason,
+        duration=now - started, target=label() if label is not None else None,
+    ))
 
 
 def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:
@@ -579,7 +583,7 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
     outcome = attempt.judged(error)
     scope = call.scope
     if scope.reports:
-        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now if scope.shares_clock else None)
+        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now)
     step = call.settle(attempt.number, attempt._started, outcome, error, now)
     if step == PAY:
         step = call.paid(scope.pay(call.due), now)

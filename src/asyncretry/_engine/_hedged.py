@@ -240,7 +240,7 @@ class _Race(Generic[T]):
         scope = self.call.scope
         if scope.local:
             if scope.reports:
-                scope.report(kind, reason, attempt._started, False, now if scope.shares_clock else None)
+                scope.report(kind, reason, attempt._started, False, now)
         else:
             await scope.report_remote(kind, reason, attempt._started, False)
 

@@ -160,7 +160,8 @@ class Scope:
     def report(self, kind: OutcomeKind, reason: str, started: float, probe: bool, now: float | None = None) -> None:
         """Tell the limiter and a local breaker how an attempt ended (local state; never waits).
 
-        ``now``: the time just read on the breaker's own clock, if the caller has it (saves a read)."""
+        ``now``: the time the engine just read on its clock, if the caller has it; the breaker takes it
+        instead of reading its own when the two clocks are the same (saves a read)."""
         if self.limiter is not None:
             self._tell_limiter(kind, reason, started)
         breaker: CircuitBreaker | None = self.breaker  # type: ignore[assignment]  # a local scope's
@@ -168,7 +169,7 @@ class Scope:
             if kind is not _SUCCESS and kind.retryable:
                 breaker.record_failure(probe)
             else:
-                breaker.record_success(probe, now=now)
+                breaker.record_success(probe, now=now if self.shares_clock else None)
 
     async def report_remote(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
         """:meth:`report` for a scope with parts on a server: a remote breaker's record is a round trip."""
