@@ -217,6 +217,26 @@ for _, e in ipairs(events) do table.insert(reply, e) end
 return reply
 """)
 
+# Both limiter scripts end the same way: take the token the call asked for (or say how long to wait
+# for it, refusing a wait beyond max_wait) and store the state.
+_GRANT_AND_SAVE = """local granted, wait, due = 1, 0, v.acc
+if want == 1 and v.en == 1 then
+  if v.tok + v.fill * 1e-9 >= 1 then
+    v.tok = v.tok - 1
+  else
+    wait = (1 - v.tok) / v.fill
+    if max_wait >= 0 and wait > max_wait then
+      granted = 0
+    else
+      v.tok = v.tok - 1; due = v.acc - v.tok
+    end
+  end
+end
+local out = {}
+for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
+redis.call('HSET', KEYS[1], unpack(out))
+redis.call('PEXPIRE', KEYS[1], ttl)"""
+
 LIMITER = Script("limiter", _PRELUDE + """
 -- The fleet's adaptive limiter: one CUBIC state (SPEC section 5) fed by every process's responses, and
 -- one token bucket at its fill rate that every process takes its tokens from (debt = queue, as BUCKET).
@@ -270,23 +290,7 @@ if responses > 0 then
   end
   v.tok = math.min(v.tok, v.cap)
 end
-local granted, wait, due = 1, 0, v.acc
-if want == 1 and v.en == 1 then
-  if v.tok + v.fill * 1e-9 >= 1 then
-    v.tok = v.tok - 1
-  else
-    wait = (1 - v.tok) / v.fill
-    if max_wait >= 0 and wait > max_wait then
-      granted = 0
-    else
-      v.tok = v.tok - 1; due = v.acc - v.tok
-    end
-  end
-end
-local out = {}
-for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
-redis.call('HSET', KEYS[1], unpack(out))
-redis.call('PEXPIRE', KEYS[1], ttl)
+""" + _GRANT_AND_SAVE + """
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax), f(v.ltt), f(now), f(old_fill),
         f(v.acc), f(due)}
 """)
@@ -442,23 +446,7 @@ if ok > 0 and v.en == 1 then
   end
 end
 v.tok = math.min(v.tok, v.cap)
-local granted, wait, due = 1, 0, v.acc
-if want == 1 and v.en == 1 then
-  if v.tok + v.fill * 1e-9 >= 1 then
-    v.tok = v.tok - 1
-  else
-    wait = (1 - v.tok) / v.fill
-    if max_wait >= 0 and wait > max_wait then
-      granted = 0
-    else
-      v.tok = v.tok - 1; due = v.acc - v.tok
-    end
-  end
-end
-local out = {}
-for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
-redis.call('HSET', KEYS[1], unpack(out))
-redis.call('PEXPIRE', KEYS[1], ttl)
+""" + _GRANT_AND_SAVE + """
 local last = v.dec
 if v.en == 0 then last = now end
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(rate('a', window)), f(v.est), f(last), f(now),
