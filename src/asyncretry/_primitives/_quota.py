@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import anyio.lowlevel
 
@@ -37,7 +37,7 @@ from ._bucket import AsyncTokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
 from ._kinds import OutcomeKind
 
-__all__ = ["QuotaStatistics", "RetryQuota", "RetryQuotaConfig"]
+__all__ = ["ExhaustionEpisodes", "QuotaStatistics", "RetryQuota", "RetryQuotaConfig"]
 
 # The members as plain module names: on CPython 3.11 each ``OutcomeKind.X`` lookup costs about 50 ns.
 _THROTTLING, _TIMEOUT, _TRANSIENT, _CONNECTION = (
@@ -156,7 +156,62 @@ class QuotaStatistics:
     waiting: int
 
 
-class RetryQuota:
+class _EpisodeOwner(Protocol):
+    """What :class:`ExhaustionEpisodes` reads of the quota it is part of."""
+
+    _exhausted: bool
+    _refused_cost: float
+    _clock: Clock
+    _events: EventBus
+    _waiting: int
+
+    @property
+    def available(self) -> float: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def _restore(self) -> None: ...
+
+
+class ExhaustionEpisodes:
+    """A quota's exhaustion episodes, reported once each way (:class:`~asyncretry.QuotaExhausted`, then
+    :class:`~asyncretry.QuotaRestored`): an episode begins with the first retry the quota refuses and ends
+    once the quota could pay the cheapest retry refused in it, with nobody waiting (or when the waiters
+    were served). :class:`RetryQuota` and the Redis-backed quota share it.
+
+    The quota provides ``available``, ``name``, ``_clock``, ``_events`` and ``_waiting``, and starts
+    ``_exhausted`` at False and ``_refused_cost`` at 0.
+    """
+
+    __slots__ = ("_exhausted", "_refused_cost")  # _refused_cost: the cheapest retry refused in the episode
+
+    def _exhaust(self: _EpisodeOwner, cost: float) -> None:
+        if self._exhausted:
+            self._refused_cost = min(self._refused_cost, cost)
+            return
+        self._exhausted = True
+        self._refused_cost = cost
+        if self._events.wants(QuotaExhausted):
+            self._events.emit(QuotaExhausted(
+                time=self._clock.now(), source=self.name, available=self.available, cost=cost,
+            ))
+
+    def _restore_if_able(self: _EpisodeOwner) -> None:
+        if self._exhausted and self._waiting == 0 and self.available >= self._refused_cost:
+            self._restore()
+
+    def _restore(self: _EpisodeOwner) -> None:
+        if not self._exhausted:
+            return
+        self._exhausted = False
+        if self._events.wants(QuotaRestored):
+            self._events.emit(QuotaRestored(
+                time=self._clock.now(), source=self.name, available=self.available,
+            ))
+
+
+class RetryQuota(ExhaustionEpisodes):
     """Pays for retries out of a shared token budget, so that an outage cannot turn into a retry storm.
 
     Share one quota between all calls to the same scope (one backend, one origin). Successes refill it
@@ -182,9 +237,7 @@ class RetryQuota:
         "_clock",
         "_config",
         "_events",
-        "_exhausted",
         "_refused",
-        "_refused_cost",
         "_released",
         "_waiting",
         "name",
@@ -372,30 +425,6 @@ class RetryQuota:
             self._acquired += n
             return True
         return False
-
-    def _exhaust(self, cost: float) -> None:
-        if self._exhausted:
-            self._refused_cost = min(self._refused_cost, cost)
-            return
-        self._exhausted = True
-        self._refused_cost = cost
-        if self._events.wants(QuotaExhausted):
-            self._events.emit(QuotaExhausted(
-                time=self._clock.now(), source=self.name, available=self.available, cost=cost,
-            ))
-
-    def _restore_if_able(self) -> None:
-        if self._exhausted and self._waiting == 0 and self.available >= self._refused_cost:
-            self._restore()
-
-    def _restore(self) -> None:
-        if not self._exhausted:
-            return
-        self._exhausted = False
-        if self._events.wants(QuotaRestored):
-            self._events.emit(QuotaRestored(
-                time=self._clock.now(), source=self.name, available=self.available,
-            ))
 
     async def try_acquire_async(self, n: float) -> bool:
         """:meth:`try_acquire` for the engine's remote-state protocol (remote quotas do I/O here)."""

@@ -12,11 +12,11 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .._events import GLOBAL_EVENTS, EventBus, QuotaExhausted, QuotaRestored
+from .._events import GLOBAL_EVENTS, EventBus
 from .._exceptions import BackendUnavailable, RetryCapacityExceeded
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._kinds import OutcomeKind
-from .._primitives._quota import QuotaStatistics, RetryQuota, RetryQuotaConfig
+from .._primitives._quota import ExhaustionEpisodes, QuotaStatistics, RetryQuota, RetryQuotaConfig
 from .._validate import check_number, check_seconds
 from ._backend import Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
 from ._scripts import QUOTA
@@ -47,7 +47,7 @@ class RedisQuotaStatistics(QuotaStatistics):
     fallbacks: int
 
 
-class RedisRetryQuota(_Linked):
+class RedisRetryQuota(_Linked, ExhaustionEpisodes):
     """A retry quota shared through Redis: an outage gets a bounded number of retries across the fleet.
 
     With 500 tokens and retries at 5, a total outage lets 100 retries through *in the whole fleet*,
@@ -77,8 +77,8 @@ class RedisRetryQuota(_Linked):
     """
 
     __slots__ = (
-        "_acquired", "_clock", "_config", "_delta", "_events", "_exhausted", "_key_ttl_ms", "_link", "_local",
-        "_refused", "_refused_cost", "_released", "_remote_at", "_remote_tokens", "_waiting",
+        "_acquired", "_clock", "_config", "_delta", "_events", "_key_ttl_ms", "_link", "_local",
+        "_refused", "_released", "_remote_at", "_remote_tokens", "_waiting",
     )
 
 
@@ -300,23 +300,6 @@ class RedisRetryQuota(_Linked):
 
     def _check_cost(self, n: float) -> float:
         return check_number("n", n, low=0.0, high=self._config.max_capacity)
-
-    def _exhaust(self, cost: float) -> None:
-        if self._exhausted:
-            self._refused_cost = min(self._refused_cost, cost)
-            return
-        self._exhausted = True
-        self._refused_cost = cost
-        if self._events.wants(QuotaExhausted):
-            self._events.emit(QuotaExhausted(
-                time=self._clock.now(), source=self.name, available=self.available, cost=cost,
-            ))
-
-    def _restore_if_able(self) -> None:
-        if self._exhausted and self._waiting == 0 and self.available >= self._refused_cost:
-            self._exhausted = False
-            if self._events.wants(QuotaRestored):
-                self._events.emit(QuotaRestored(time=self._clock.now(), source=self.name, available=self.available))
 
     def _estimate(self) -> float:
         tokens = self._remote_tokens
