@@ -13,6 +13,7 @@ import pytest
 import trio.testing
 from hypothesis import settings
 
+from asyncretry import Event, EventBus
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
 from asyncretry.testing import virtual_time_loop
 
@@ -53,3 +54,36 @@ def fresh_app(server: FaultServer, config: ServerConfig) -> FaultyApp:
     app.configure(config)
     app.reset()
     return app
+
+
+# -- the event recorder of the whole suite
+class EventLog:
+    """What a bus delivers, in order: the events themselves, or what :meth:`keep` makes of them.
+
+    Args:
+        bus: the bus to listen to; a new :class:`~asyncretry.EventBus` (``.bus``) if omitted.
+
+    A test module that keeps only some events, or keeps them as tuples, overrides :meth:`keep`.
+    """
+
+    def __init__(self, bus: EventBus | None = None) -> None:
+        self.bus = bus if bus is not None else EventBus()
+        self.events: list[Any] = []
+        self.undo = self.bus.subscribe(self._hear)
+
+    def keep(self, event: Event) -> Any:
+        """What to record of ``event`` (``None``: nothing); the event itself by default."""
+        return event
+
+    def of(self, *types: type[Event]) -> list[Any]:
+        """The recorded events of these types, in order."""
+        return [e for e in self.events if isinstance(e, types)]
+
+    def names(self, *types: type[Event]) -> list[str]:
+        """The class names of the recorded events of these types, in order."""
+        return [type(e).__name__ for e in self.of(*types)]
+
+    def _hear(self, event: Event) -> None:
+        kept = self.keep(event)
+        if kept is not None:
+            self.events.append(kept)

@@ -21,23 +21,18 @@ from asyncretry import (
     EventBus,
 )
 from asyncretry.testing import VirtualClock
+from conftest import EventLog
 
 CLOSED, OPEN, HALF_OPEN, ISOLATED = (
     BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN, BreakerState.ISOLATED,
 )
 
 
-class Recorder:
+class Recorder(EventLog):
     """An event bus whose breaker events are kept in order."""
 
-    def __init__(self) -> None:
-        self.bus = EventBus()
-        self.events: list[BreakerStateChanged] = []
-        self.bus.subscribe(self._on_event)
-
-    def _on_event(self, event: Event) -> None:
-        if isinstance(event, BreakerStateChanged):
-            self.events.append(event)
+    def keep(self, event: Event) -> Any:
+        return event if isinstance(event, BreakerStateChanged) else None
 
     @property
     def edges(self) -> list[tuple[str, str]]:

@@ -24,27 +24,22 @@ from asyncretry import (
     BudgetExhausted,
     BudgetRestored,
     BudgetStatistics,
-    Event,
     EventBus,
     RetryBudget,
     RetryBudgetConfig,
     otel,
 )
 from asyncretry.testing import VirtualClock, virtual_time_loop
+from conftest import EventLog
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "retry-budget.md"
 
 
-class Recorder:
-    """An event bus whose budget events are kept in order as (kind, time) pairs."""
-
-    def __init__(self) -> None:
-        self.bus = EventBus()
-        self.events: list[Event] = []
-        self.bus.subscribe(self.events.append)
+class Recorder(EventLog):
+    """An event bus whose events are kept in order."""
 
     def kinds(self) -> list[str]:
-        return [type(e).__name__ for e in self.events if isinstance(e, (BudgetExhausted, BudgetRestored))]
+        return self.names(BudgetExhausted, BudgetRestored)
 
 
 def make(clock: VirtualClock | None = None, **config: Any) -> tuple[RetryBudget, VirtualClock, Recorder]:

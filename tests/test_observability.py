@@ -43,6 +43,7 @@ from asyncretry import (
 )
 from asyncretry.httpx import AsyncRetryTransport, RetryTransport
 from asyncretry.testing import VirtualClock
+from conftest import EventLog
 
 CATALOGUE: dict[type[Event], int] = {
     AttemptFinished: logging.DEBUG,
@@ -66,15 +67,7 @@ class ServiceError(Exception):
         self.code = code
 
 
-class Recorder:
-    """Every event of a bus, in order."""
-
-    def __init__(self, bus: EventBus) -> None:
-        self.events: list[Event] = []
-        self.undo = bus.subscribe(self.events.append)
-
-    def of(self, kind: type[Event]) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
+Recorder = EventLog  # every event of a bus, in order
 
 
 @pytest.fixture

@@ -21,21 +21,18 @@ from asyncretry import (
     RetryQuotaConfig,
 )
 from asyncretry.testing import VirtualClock
+from conftest import EventLog
 
 
-class Recorder:
+class Recorder(EventLog):
     """An event bus whose quota events are kept in order as (type name, available, cost) tuples."""
 
-    def __init__(self) -> None:
-        self.bus = EventBus()
-        self.events: list[tuple[str, float, float | None]] = []
-        self.bus.subscribe(self._on_event)
-
-    def _on_event(self, event: Event) -> None:
+    def keep(self, event: Event) -> Any:
         if isinstance(event, QuotaExhausted):
-            self.events.append(("exhausted", event.available, event.cost))
-        elif isinstance(event, QuotaRestored):
-            self.events.append(("restored", event.available, None))
+            return ("exhausted", event.available, event.cost)
+        if isinstance(event, QuotaRestored):
+            return ("restored", event.available, None)
+        return None
 
 
 def make(**config: Any) -> tuple[RetryQuota, Recorder]:

@@ -21,14 +21,13 @@ from asyncretry import (
     BackendUnavailableEvent,
     BudgetExhausted,
     BudgetRestored,
-    Event,
-    EventBus,
     RetryBudget,
     RetryBudgetConfig,
 )
 from asyncretry._primitives._shared import RemoteBudget
 from asyncretry.redis import RedisBackend, RedisRetryBudget
 from asyncretry.testing import VirtualClock
+from conftest import EventLog
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
@@ -38,17 +37,11 @@ pytestmark = [pytest.mark.redis, pytest.mark.real_time]
 LONG = RetryBudgetConfig(ratio=0.1, min_retries_per_second=0.1, window=600)
 
 
-class Recorder:
-    """An event bus keeping the names of the budget and backend events it hears."""
-
-    def __init__(self) -> None:
-        self.bus = EventBus()
-        self.events: list[Event] = []
-        self.bus.subscribe(self.events.append)
+class Recorder(EventLog):
+    """An event bus keeping the events it hears."""
 
     def kinds(self) -> list[str]:
-        wanted = (BudgetExhausted, BudgetRestored, BackendUnavailableEvent, BackendRecovered)
-        return [type(e).__name__ for e in self.events if isinstance(e, wanted)]
+        return self.names(BudgetExhausted, BudgetRestored, BackendUnavailableEvent, BackendRecovered)
 
 
 def age(server: RedisServer, key: str, seconds: float) -> None:

@@ -20,7 +20,6 @@ from asyncretry import (
     CircuitOpenError,
     ConfigurationError,
     Event,
-    EventBus,
     RetryQuotaConfig,
 )
 from asyncretry.redis import (
@@ -31,6 +30,7 @@ from asyncretry.redis import (
     RedisRetryQuota,
     RedisTokenBucket,
 )
+from conftest import EventLog
 from conftest_redis import RedisServer, server_binary
 from conftest_redis import anyio_backend as anyio_backend
 
@@ -39,19 +39,15 @@ pytestmark = [pytest.mark.redis, pytest.mark.real_time]
 TIMEOUT = 0.2  # operation_timeout of the backends below
 
 
-class Recorder:
+class Recorder(EventLog):
     """Keeps the backend events of a bus as (kind, source, detail) tuples."""
 
-    def __init__(self) -> None:
-        self.bus = EventBus()
-        self.events: list[tuple[str, str, str]] = []
-        self.bus.subscribe(self._on_event)
-
-    def _on_event(self, event: Event) -> None:
+    def keep(self, event: Event) -> Any:
         if isinstance(event, BackendUnavailableEvent):
-            self.events.append(("unavailable", event.source, event.fallback))
-        elif isinstance(event, BackendRecovered):
-            self.events.append(("recovered", event.source, f"{event.down_for:.3f}"))
+            return ("unavailable", event.source, event.fallback)
+        if isinstance(event, BackendRecovered):
+            return ("recovered", event.source, f"{event.down_for:.3f}")
+        return None
 
     def kinds(self, source: str) -> list[str]:
         return [kind for kind, src, _ in self.events if src == source]

@@ -25,7 +25,6 @@ from asyncretry import (
     CircuitOpenError,
     Classifier,
     Event,
-    EventBus,
     FixedBackoff,
     GaveUp,
     GiveUpInfo,
@@ -48,6 +47,7 @@ from asyncretry import (
     retry,
 )
 from asyncretry.testing import VirtualClock, fixed_random
+from conftest import EventLog
 
 pytestmark = pytest.mark.anyio
 
@@ -142,15 +142,7 @@ def available(retrier: Retrier, scope: str = "default") -> float:
     return quota_of(retrier, scope).available
 
 
-class Recorder:
-    """Keeps every event of a bus in order."""
-
-    def __init__(self, bus: EventBus) -> None:
-        self.events: list[Event] = []
-        bus.subscribe(self.events.append)
-
-    def of(self, *types: type[Event]) -> list[Event]:
-        return [e for e in self.events if isinstance(e, types)]
+Recorder = EventLog  # every event of a bus, in order
 
 
 # -- the three ways in
