@@ -8,6 +8,7 @@ processes runs as one deterministic simulation, on asyncio and trio alike.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -136,3 +137,49 @@ async def test_four_processes_sharing_the_default_profile_serve_the_servers_capa
     # 0.4-0.65 R. The figures themselves are bench_redis_fleet's.
     assert served / duration >= 0.90 * rate
     assert throttled / (served + throttled) <= 0.05
+
+
+async def _served(limiter: RedisAdaptiveRateLimiter, rate: float, seconds: float) -> None:
+    """Report successes at ``rate`` per second for ``seconds``, each with its own round trip (no tokens taken)."""
+    for _ in range(round(seconds * rate)):
+        limiter.update(False, sent_at=anyio.current_time())
+        await limiter.refresh()
+        await anyio.sleep(1.0 / rate)
+
+
+@pytest.mark.anyio
+async def test_calls_waiting_in_line_during_a_probe_are_released_as_the_rising_rate_brings_their_tokens(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """Once the fleet's rate probes above its estimate (doubling every probe_doubling_time), a call waiting in line
+    wakes when the rising rate brings its token, not when the rate of the moment it queued would: woken that late,
+    the fleet's sleepers whose tokens were long due would all still go out after a probe's throttle cut the rate."""
+    # Sleepers also re-plan every sync_interval: a long one leaves the wake-up to the prediction alone.
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api", sync_interval=1.0)
+    config = limiter.config
+    await _served(limiter, 100.0, 1.5)
+    limiter.update(True, sent_at=anyio.current_time())  # the start-up event: recover to the estimate, then probe
+    await limiter.refresh()
+    estimate, decreased = limiter.last_max_rate, limiter.last_throttle_time
+    probe_at = decreased + float(config.quick_recovery_time)  # type: ignore[arg-type]
+    await anyio.sleep(probe_at - anyio.current_time())
+    await limiter.refresh()
+    start, calls = anyio.current_time(), 60
+    queued_behind = calls - limiter.statistics().available  # tokens still to come in for the last call
+    released: list[float] = []
+
+    async def call() -> None:
+        await limiter.acquire()
+        released.append(anyio.current_time() - start)
+        limiter.update(False, sent_at=anyio.current_time())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(calls):
+            tg.start_soon(call)
+    doubling = float(config.probe_doubling_time)  # type: ignore[arg-type]
+    # The probe's rate, estimate * 2 ** (t / doubling), brings queued_behind tokens in this time:
+    rising = doubling * math.log2(1.0 + queued_behind * math.log(2.0) / (estimate * doubling))
+    steady = queued_behind / estimate  # at the rate the last call queued at
+    assert rising < 0.8 * steady
+    assert max(released) == pytest.approx(rising, rel=0.05)
+

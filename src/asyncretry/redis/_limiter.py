@@ -25,10 +25,15 @@ process has a throttle to report; once enabled, every ``acquire`` is one round t
 Approximations, stated: reports are counted at the server time they arrive (up to one request, or
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
 the SDKs' own lag of one measurement bucket. A call that must wait reserves its token (its place in the
-fleet's queue) and sleeps; every ``sync_interval``, and once more when it wakes, it checks how many tokens
-the bucket has taken in since, so that a rate change in the fleet moves its wake-up earlier or later, as
-the in-process bucket re-plans (a request sent on time at a rate the fleet has since cut would be
-throttled, and read by the fleet as the cut not being enough).
+fleet's queue) and sleeps until the time the fleet's rate brings its token in, as the default profile's
+rule 4 predicts that rate (the climb back to the estimate, then the probe above it, doubling every
+``probe_doubling_time``), not at the rate of the moment; every ``sync_interval``, and once more when it
+wakes, it checks how many tokens the bucket has taken in since, so that a rate change in the fleet moves
+its wake-up earlier or later, as the in-process bucket re-plans (a request sent on time at a rate the
+fleet has since cut would be throttled, and read by the fleet as the cut not being enough). Planned at the
+rate of the moment, the fleet's sleepers woke late all through a probe, and when the probe's throttle cut
+the rate, the ones whose tokens had long come in still went out at the probe's rate: about four throttles
+per probe instead of one or two.
 """
 
 from __future__ import annotations

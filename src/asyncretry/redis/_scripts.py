@@ -302,7 +302,8 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + """
 -- requests on the server's clock, so a throttle of a request sent before the fleet's last decrease is an
 -- echo whichever process decreased. Successes are counted when reported (one request after their answer),
 -- in slots of measurement_window / 20, so the served rate is the fleet's over recent spans. Outages are not
--- detected (a run of 503s only stops the growth).
+-- detected (a run of 503s only stops the growth). A call that must wait is told when the rate of rule 4 (the
+-- climb back to the estimate, then the probe) brings its token in, not when the rate of the moment would.
 -- ARGV: utilization, repeat_decrease, min_repeat_decrease, reaction_time, measurement_window, recovery_time,
 --       quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
@@ -447,6 +448,35 @@ if ok > 0 and v.en == 1 then
 end
 v.tok = math.min(v.tok, v.cap)
 """ + _GRANT_AND_SAVE + """
+if wait > 0 and granted == 1 then
+  -- The wake-up time follows the rate rule 4 predicts (the climb back to the estimate, then the probe),
+  -- not the rate of now: a sleeper that woke late while the probe raised the rate would find its token long
+  -- due, and when the probe's throttle cut the rate, the fleet's overdue sleepers would all still go out
+  -- at the probe's rate (the overshoot). Tokens the rate brings in over [now, now + span]:
+  local capacity, probe_at, ln2 = math.max(v.est, min_fill), v.dec + v.rec, math.log(2)
+  local function brought(span)
+    local t1, t2, total = now, now + span, 0
+    if t1 < probe_at then
+      local e1, e2 = (t1 - v.dec) / v.rec, (math.min(t2, probe_at) - v.dec) / v.rec
+      total = capacity * v.rec * ((e2 - e1) + (1 - v.frac) * ((1 - e2) ^ 4 - (1 - e1) ^ 4) / 4)
+      t1 = math.min(t2, probe_at)
+    end
+    if t2 > t1 then
+      local x1, x2 = math.min((t1 - probe_at) / doubling, 64), math.min((t2 - probe_at) / doubling, 64)
+      total = total + capacity * doubling / ln2 * (2 ^ x2 - 2 ^ x1)
+    end
+    return total
+  end
+  -- the rate only grows along the curve, so the wait at today's rate bounds it: bisect below that
+  local need, lo, hi = wait * v.fill, 0, wait
+  if brought(hi) > need then
+    for _ = 1, 30 do
+      local mid = (lo + hi) / 2
+      if brought(mid) >= need then hi = mid else lo = mid end
+    end
+    wait = hi
+  end
+end
 local last = v.dec
 if v.en == 0 then last = now end
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(rate('a', window)), f(v.est), f(last), f(now),
