@@ -183,3 +183,29 @@ async def test_calls_waiting_in_line_during_a_probe_are_released_as_the_rising_r
     assert rising < 0.8 * steady
     assert max(released) == pytest.approx(rising, rel=0.05)
 
+
+@pytest.mark.anyio
+async def test_a_throttle_of_a_request_sent_before_its_process_heard_of_the_start_up_refines_the_start(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """The fleet's first throttle enables its limiter at 0.7 of what the fleet was served so far. A process that has
+    not heard of it yet still sends free: its throttles are more of the start-up's overshoot (sent after the event,
+    but not at the fleet's rate) and refine the start; they must not cut the rate again as two fresh throttles
+    within reaction_time would (to a quarter: none of the fresh answers the fleet had seen was a success)."""
+    first, second = (RedisAdaptiveRateLimiter(backend, name="api") for backend in backends[:2])
+    for _ in range(50):  # 100/s through both processes, free, for 1 s
+        for limiter in (first, second):
+            await limiter.acquire()
+            limiter.update(False, sent_at=anyio.current_time())
+        await anyio.sleep(0.02)
+    await second.refresh()  # the second process's last round trip: before the event
+    first.update(True, sent_at=anyio.current_time())
+    started = (await first.refresh()).fill_rate
+    assert first.enabled
+    await anyio.sleep(0.01)
+    sent = anyio.current_time()  # after the event: the second process sent these free
+    second.update(True, sent_at=sent)
+    second.update(True, sent_at=sent)
+    second.update(False, sent_at=sent)
+    assert (await second.refresh()).fill_rate >= 0.95 * started
+

@@ -12,7 +12,11 @@ its successes, its failures and the send times of its throttled requests, on the
 offset between the clocks is learned on every round trip), so the script tells a new congestion event from
 an echo of a decrease the fleet already made whichever process made it; the served rate is counted in
 slots of ``measurement_window / 20`` on the server. The rules are ``AsyncretryRateController``'s, reduced
-to counts (no outage detection: a run of 503s only stops the growth). ``"aws"``
+to counts (no outage detection: a run of 503s only stops the growth), with one that only a fleet needs.
+A process that has not yet heard that the fleet's limiter was enabled still sends free: the throttles of
+what it sent so are reported as sent long ago, part of the start-up's overshoot (they refine the start, as
+echoes of the first round trip do, instead of cutting the rate again as fresh throttles right after a
+decrease would). ``"aws"``
 (:data:`~._scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
 throttle in any process cuts the one fill rate to ``beta`` times it.
 
@@ -148,6 +152,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_echo_guard",
         "_failed",
         "_fallback",
+        "_free_until",
         "_give",
         "_key_ttl_ms",
         "_link",
@@ -221,6 +226,9 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
         self._reserved = 0
         self._next_sync = -math.inf
+        # Requests this process sent before this time (local clock) went out free: it had not yet heard
+        # that the fleet's limiter was enabled (infinite while it has not).
+        self._free_until = math.inf
         self._view = _View(fill_rate=c.min_fill_rate, max_capacity=c.min_capacity)
 
     @property
@@ -369,7 +377,11 @@ class RedisAdaptiveRateLimiter(_Linked):
                 # The fleet tells a new congestion event from an echo of one it already reacted to by the
                 # send time (whichever process reacted); without one, assume a tenth of a window before.
                 now = self._clock.now()
-                self._sends.append(sent_at if sent_at is not None else now - self._echo_guard)
+                sent = sent_at if sent_at is not None else now - self._echo_guard
+                # A request this process sent free (before it heard that the fleet's limiter was enabled) is
+                # part of the start-up's overshoot, whenever it went out: reported as sent long ago, it counts
+                # as an echo of the start-up event, which refines the start and never cuts the rate again.
+                self._sends.append(sent if sent >= self._free_until else -math.inf)
             if self._bus.wants(Throttled):
                 self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
         elif failed:
@@ -439,7 +451,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
                 *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
-                fmt(max_wait), give, self._key_ttl_ms, *(fmt(sent + offset) for sent in sends),
+                fmt(max_wait), give, self._key_ttl_ms, *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
@@ -454,6 +466,10 @@ class RedisAdaptiveRateLimiter(_Linked):
         server_now = num(reply[9])
         self._offset = server_now - now
         view.enabled = bool(int(reply[2]))
+        if not view.enabled:
+            self._free_until = math.inf
+        elif self._free_until == math.inf:
+            self._free_until = now
         view.fill_rate = num(reply[3])
         view.max_capacity = num(reply[4])
         view.tokens = num(reply[5])

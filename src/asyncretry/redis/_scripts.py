@@ -308,7 +308,8 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + """
 --       quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
 --       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
---       give_back, ttl_ms (16-21), then the send times of the reported throttles (server clock, any order)
+--       give_back, ttl_ms (16-21), then the send times of the reported throttles (server clock, any order;
+--       0 for a request its process sent free, before it heard that the limiter was enabled)
 local util, repeat_cut, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local reaction, window, slow = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local quick, stable, settle = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
