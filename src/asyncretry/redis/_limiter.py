@@ -12,11 +12,15 @@ its successes, its failures and the send times of its throttled requests, on the
 offset between the clocks is learned on every round trip), so the script tells a new congestion event from
 an echo of a decrease the fleet already made whichever process made it; the served rate is counted in
 slots of ``measurement_window / 20`` on the server. The rules are ``AsyncretryRateController``'s, reduced
-to counts (no outage detection: a run of 503s only stops the growth), with one that only a fleet needs.
+to counts (no outage detection: a run of 503s only stops the growth), with two that only a fleet needs.
 A process that has not yet heard that the fleet's limiter was enabled still sends free: the throttles of
 what it sent so are reported as sent long ago, part of the start-up's overshoot (they refine the start, as
 echoes of the first round trip do, instead of cutting the rate again as fresh throttles right after a
-decrease would). ``"aws"``
+decrease would). And a new event's capacity is the lower of two served rates: counted from
+``reaction_time`` after the decrease (the in-process controller's span starts at the throttle before, where
+the server's bucket was empty) and since the decrease; the first also holds what the server's bucket took
+in while the fleet sent below the capacity after the decrease, which the probe then drains, and measured
+so, the estimate came out 6-9% above the capacity and the rate restarted above it. ``"aws"``
 (:data:`~._scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
 throttle in any process cuts the one fill rate to ``beta`` times it.
 

@@ -423,7 +423,11 @@ for _, sent in ipairs(sends) do
       if v.mks >= 0 and now - v.mkt >= reaction then capacity = counted / (now - v.mkt) end
       local span = math.min(window, now - v.dec)
       local lately = rate('g', span)
-      if capacity < 0 or lately > (1 + margin) * capacity then capacity = lately; counted = lately * span end
+      -- The count from reaction_time after the decrease also holds what the server's bucket took in meanwhile
+      -- (it was empty at the decrease: a throttle's): a lower served rate since the decrease measures better.
+      if capacity < 0 or lately < capacity or lately > (1 + margin) * capacity then
+        capacity = lately; counted = lately * span
+      end
       capacity = math.min(capacity, v.fill)
       if capacity <= 0 then
         restart(v.fill, repeat_cut, quick)
