@@ -770,7 +770,7 @@ class AsyncretryRateController:
             # Throttled before any success (one client of a fleet that started together): start from
             # a share of what was sent, not at the floor with nothing measured to grow from.
             served = sent_share
-        elif self._served < _LUCKY_START:
+        elif self._served < _LUCKY_START and config.fair_count > 0:
             # A success or two (one client of a fleet, served in the first round trip while most were
             # throttled) is luck, not capacity: no more than the share a throttled client starts from.
             served, counted = min(served, sent_share), 0.0
