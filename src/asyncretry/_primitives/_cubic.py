@@ -122,12 +122,13 @@ class AdaptiveLimiterConfig:
             ``recovery_time`` as the estimate stays unchanged for this long, seconds (> 0): a capacity
             that just changed is probed again soon, one stable for long seldom. Default 10.
         fair_step: requests per second added to the rate per second since the last decrease, on top
-            of the recovery and the probe, while the estimate counted fewer than ``5 * fair_count``
+            of the recovery and the probe, while the estimate rests on fewer than ``2 * fair_count``
             successes (one client of a fleet with a limiter each): the one growth that is the same for
             every client, so that their shares converge (>= 0; 0 disables it). Default 1.0.
-        fair_count: a capacity measurement that counted fewer than this many successes is mostly
-            noise: the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
-            ``recovery_time``, and grows by ``fair_step`` (rule 7); below ``5 * fair_count`` the probe
+        fair_count: a capacity measurement resting on fewer than this many successes (those counted
+            between the two throttles, or in the last ``measurement_window`` if more) is mostly noise:
+            the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
+            ``recovery_time``, and grows by ``fair_step`` (rule 7); below ``2 * fair_count`` the probe
             doubles more slowly. >= 0; 0 disables this and ``fair_step``. Default 12.
             Both concern a fleet with a limiter per client: ``RedisAdaptiveRateLimiter``, one limiter
             for the whole fleet, does not use them.
@@ -475,8 +476,9 @@ class SlidingCounter:
 _MAX_DOUBLINGS = 64.0
 # The fewest unserved responses in a row that can show an outage (rule 6).
 _OUTAGE_EVIDENCE = 3
-# Below this many times fair_count successes an estimate grows by fair_step and probes more slowly (rule 7).
-_FAIR_PROBE = 5.0
+# Below this many times fair_count successes an estimate grows by fair_step and probes more slowly (rule 7):
+# 5x helped a fleet's fairness a little but slowed one limiter at 30-50/s (the demo) after its capacity rose.
+_FAIR_PROBE = 2.0
 # So few successes before the first throttle are luck, not capacity (rule 7's fair start).
 _LUCKY_START = 3
 
@@ -533,23 +535,25 @@ class AsyncretryRateController:
        increase common to all clients pulls shares together). So an estimate counted from few
        successes is treated as what it is, mostly noise:
 
-       * a capacity measurement that counted fewer than ``fair_count`` (12) successes does not set
-         the rate: the rate is cut to ``repeat_decrease`` of the fill rate, held for
-         ``recovery_time`` (a multiplicative decrease, once per event as in rule 2);
-       * while the estimate counted fewer than ``5 * fair_count`` successes, the rate grows by
-         ``fair_step`` (1) requests per second per second since the decrease, on top of the recovery
-         and the probe: the same absolute step for every client of the fleet, as TCP's one segment
-         per round trip, and what evens the shares out. The probe doubles more slowly, every
-         ``probe_doubling_time * 5 * fair_count / n`` for ``n`` successes counted, so that a client
-         the server happened to spare does not run away with the capacity;
+       * a capacity measurement resting on fewer than ``fair_count`` (12) successes (``n``: those
+         counted between the two throttles, or in the last ``measurement_window`` if more, since a
+         measurement soon after a decrease spans little time whatever the rate) does not set the
+         rate: the rate is cut to ``repeat_decrease`` of the fill rate, held for ``recovery_time``
+         (a multiplicative decrease, once per event as in rule 2);
+       * while ``n`` < ``2 * fair_count``, the rate grows by ``fair_step`` (1) requests per second
+         per second since the decrease, on top of the recovery and the probe: the same absolute step
+         for every client of the fleet, as TCP's one segment per round trip, and what evens the
+         shares out. The probe doubles more slowly, every ``probe_doubling_time * 2 * fair_count /
+         n``, so that a client the server happened to spare does not run away with the capacity;
        * a client with fewer than 3 successes before its first throttle (served in the first round
          trip while most of the fleet was throttled) starts from the same share of what it sent as
          a throttled client, not from its lucky served rate.
 
-       One limiter serving all the traffic counts more successes per measurement (at least 14 in the
-       simulator's shared scenarios, hundreds once settled), so the first of these rules never applies
-       to it and the others only briefly, after its start or a step down; at 200-1,000 requests per
-       second a step of 1 per second is negligible anyway.
+       One limiter serving all the traffic rests its measurements on more successes (at least 30 in
+       the simulator's shared scenarios and in the demo's 30/s stretch, hundreds once settled), so
+       these rules leave it alone, except a limiter whose server admits only a few requests per
+       second, for which additive increase is the right rule too; at 200-1,000 requests per second a
+       step of 1 per second would be negligible anyway.
 
     The bucket holds ``burst`` seconds of the fill rate (AWS's holds a whole second), so a pause does
     not end in a burst the server would throttle.
@@ -569,6 +573,7 @@ class AsyncretryRateController:
         "_doubling",
         "_echo_guard",
         "_event_at",
+        "_evidence",
         "_first_response",
         "_fresh_successes",
         "_fresh_throttles",
@@ -627,6 +632,7 @@ class AsyncretryRateController:
         self._last_good = start
         self._unserved = 0
         self._counted = 0.0
+        self._evidence = 0.0
         self._stable = start
         self.enabled = False
         self.fill_rate = config.min_fill_rate
@@ -721,7 +727,7 @@ class AsyncretryRateController:
             return
         if new_episode:
             self._before_outage = capacity
-        if self._counted < config.fair_count:
+        if self._evidence < config.fair_count:
             # Too few successes to measure anything (one client of a fleet): a plain multiplicative
             # decrease of the rate, held, so that the additive fair step evens the shares out (rule 7).
             self._restart(now, config.repeat_decrease * self.fill_rate, 1.0, config.recovery_time)
@@ -774,7 +780,7 @@ class AsyncretryRateController:
             # A success or two (one client of a fleet, served in the first round trip while most were
             # throttled) is luck, not capacity: no more than the share a throttled client starts from.
             served, counted = min(served, sent_share), 0.0
-        self._counted = max(self._counted, counted)
+        self._evidence = max(self._evidence, counted)
         served = max(served, self._before_outage)
         decreased_at = self._decreased_at if self.enabled else now
         self.enabled = True
@@ -813,6 +819,9 @@ class AsyncretryRateController:
             probed = self._good.rate(now, now - probe_start)
             capacity = max(capacity, min(probed, (1.0 + config.probe_lift) * capacity))
         self._counted = counted
+        # What a fleet's rules (rule 7) go by: the successes behind this measurement, or those of the
+        # last window if more (a measurement soon after a decrease spans little time, whatever the rate).
+        self._evidence = max(counted, self._good.rate(now, self._window) * self._window)
         return min(capacity, self.fill_rate)
 
     def _restart(self, now: float, capacity: float, fraction: float, recovery: float | timedelta) -> None:
@@ -839,11 +848,11 @@ class AsyncretryRateController:
         doubling = self._doubling
         step = 0.0
         few = _FAIR_PROBE * config.fair_count
-        if self._counted < few:
+        if self._evidence < few:
             # An estimate from few successes (one client of a fleet): an additive step the whole fleet
             # shares evens the shares out, and a slower probe keeps lucky clients from running away.
             step = config.fair_step * elapsed
-            doubling *= few / max(self._counted, 1.0)
+            doubling *= few / max(self._evidence, 1.0)
         if elapsed < recovery:
             self._set(capacity * (1.0 - (1.0 - self._restart_fraction) * (1.0 - elapsed / recovery) ** 3) + step)
             return
