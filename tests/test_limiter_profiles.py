@@ -428,6 +428,21 @@ def test_an_estimate_from_many_successes_gets_no_fair_step() -> None:
         assert default.fill_rate == plain.fill_rate
 
 
+def test_few_successes_against_a_large_estimate_are_not_a_fleets_noise() -> None:
+    """A limiter with an estimate of 97/s that then sees 5 successes in a second (its callers held back by
+    an open breaker, say) is not one client of a fleet: half of the 97 its estimate predicted is the
+    evidence, and rule 3 applies (its estimate kept, as its own idleness is no measurement)."""
+    control = _measured(AdaptiveLimiterConfig(probe_lift=0.0))
+    estimate = control.last_max_rate
+    for k in range(1, 6):
+        sent = 2.0 + k / 5
+        control.update(sent + LATENCY, False, sent)
+    control.update(3.3 + LATENCY, True, 3.3)
+    assert control._evidence >= 0.5 * estimate
+    assert control.last_max_rate == pytest.approx(estimate)
+    assert control.fill_rate == pytest.approx(0.95 * estimate)
+
+
 def test_fair_count_zero_turns_the_fleet_rules_off() -> None:
     """fair_count=0: a measurement from 3 successes sets the rate (95% of it), as without rule 7's fleet part."""
     control = _fleet_client(AdaptiveLimiterConfig(fair_count=0, probe_lift=0.0))

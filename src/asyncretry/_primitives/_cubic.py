@@ -126,7 +126,8 @@ class AdaptiveLimiterConfig:
             successes (one client of a fleet with a limiter each): the one growth that is the same for
             every client, so that their shares converge (>= 0; 0 disables it). Default 1.0.
         fair_count: a capacity measurement resting on fewer than this many successes (those counted
-            between the two throttles, or in the last ``measurement_window`` if more) is mostly noise:
+            between the two throttles, or in the last ``measurement_window``, or half what the previous
+            estimate predicted for a window, whichever is most) is mostly noise:
             the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
             ``recovery_time``, and grows by ``fair_step`` (rule 7); below ``2 * fair_count`` the probe
             doubles more slowly. >= 0; 0 disables this and ``fair_step``. Default 12.
@@ -479,6 +480,8 @@ _OUTAGE_EVIDENCE = 3
 # Below this many times fair_count successes an estimate grows by fair_step and probes more slowly (rule 7):
 # 5x helped a fleet's fairness a little but slowed one limiter at 30-50/s (the demo) after its capacity rose.
 _FAIR_PROBE = 2.0
+# The share of a window's successes at the previous estimate that counts as evidence (rule 7).
+_PREDICTED_EVIDENCE = 0.5
 # So few successes before the first throttle are luck, not capacity (rule 7's fair start).
 _LUCKY_START = 3
 
@@ -537,8 +540,10 @@ class AsyncretryRateController:
 
        * a capacity measurement resting on fewer than ``fair_count`` (12) successes (``n``: those
          counted between the two throttles, or in the last ``measurement_window`` if more, since a
-         measurement soon after a decrease spans little time whatever the rate) does not set the
-         rate: the rate is cut to ``repeat_decrease`` of the fill rate, held for ``recovery_time``
+         measurement soon after a decrease spans little time whatever the rate; or half of what the
+         previous estimate predicted for a window, if more: falling far short of a large estimate is
+         a change, or the client's own idleness behind an open breaker, not counting noise) does not
+         set the rate: the rate is cut to ``repeat_decrease`` of the fill rate, held for ``recovery_time``
          (a multiplicative decrease, once per event as in rule 2);
        * while ``n`` < ``2 * fair_count``, the rate grows by ``fair_step`` (1) requests per second
          per second since the decrease, on top of the recovery and the probe: the same absolute step
@@ -820,8 +825,12 @@ class AsyncretryRateController:
             capacity = max(capacity, min(probed, (1.0 + config.probe_lift) * capacity))
         self._counted = counted
         # What a fleet's rules (rule 7) go by: the successes behind this measurement, or those of the
-        # last window if more (a measurement soon after a decrease spans little time, whatever the rate).
-        self._evidence = max(counted, self._good.rate(now, self._window) * self._window)
+        # last window if more (a measurement soon after a decrease spans little time, whatever the rate),
+        # or half of what the estimate before it predicted for a window (far fewer than that is a change,
+        # or the client's own idleness, say behind an open breaker: not the counting noise of a fleet).
+        window = self._window
+        predicted = _PREDICTED_EVIDENCE * self.last_max_rate * window
+        self._evidence = max(counted, self._good.rate(now, window) * window, predicted)
         return min(capacity, self.fill_rate)
 
     def _restart(self, now: float, capacity: float, fraction: float, recovery: float | timedelta) -> None:
