@@ -428,19 +428,28 @@ def test_an_estimate_from_many_successes_gets_no_fair_step() -> None:
         assert default.fill_rate == plain.fill_rate
 
 
-def test_few_successes_against_a_large_estimate_are_not_a_fleets_noise() -> None:
-    """A limiter with an estimate of 97/s that then sees 5 successes in a second (its callers held back by
-    an open breaker, say) is not one client of a fleet: half of the 97 its estimate predicted is the
-    evidence, and rule 3 applies (its estimate kept, as its own idleness is no measurement)."""
+def test_the_first_measurement_after_an_outage_is_not_a_fleets_noise() -> None:
+    """A limiter with an estimate of 97/s, back from an outage, that sees 5 successes in the next second
+    (its callers held back by an open breaker, say) is not one client of a fleet: its window held the
+    outage, so half of what its estimate predicted counts as evidence and rule 3 applies."""
     control = _measured(AdaptiveLimiterConfig(probe_lift=0.0))
     estimate = control.last_max_rate
-    for k in range(1, 6):
-        sent = 2.0 + k / 5
-        control.update(sent + LATENCY, False, sent)
-    control.update(3.3 + LATENCY, True, 3.3)
-    assert control._evidence >= 0.5 * estimate
-    assert control.last_max_rate == pytest.approx(estimate)
+    sent = _throttled_until_outage(control, 2.1)
+    resumed = sent[-1] + 0.1
+    control.update(resumed + LATENCY, False, resumed)  # the outage is over: 95% of the estimate
     assert control.fill_rate == pytest.approx(0.95 * estimate)
+    for k in range(1, 6):
+        at = resumed + k / 5
+        control.update(at + LATENCY, False, at)
+    control.update(resumed + 1.3 + LATENCY, True, resumed + 1.3)
+    assert control._evidence >= 0.5 * estimate
+    assert control.fill_rate > 0.7 * 0.95 * estimate  # not rule 7's cut of the fill rate
+    # Later measurements go by their own successes again.
+    for k in range(1, 4):
+        at = resumed + 1.3 + k / 3
+        control.update(at + LATENCY, False, at)
+    control.update(resumed + 2.7 + LATENCY, True, resumed + 2.7)
+    assert control._evidence < 12
 
 
 def test_fair_count_zero_turns_the_fleet_rules_off() -> None:

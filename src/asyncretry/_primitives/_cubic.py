@@ -126,9 +126,9 @@ class AdaptiveLimiterConfig:
             successes (one client of a fleet with a limiter each): the one growth that is the same for
             every client, so that their shares converge (>= 0; 0 disables it). Default 1.0.
         fair_count: a capacity measurement resting on fewer than this many successes (those counted
-            between the two throttles, or in the last ``measurement_window``, or half what the previous
-            estimate predicted for a window, whichever is most) is mostly noise:
-            the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
+            between the two throttles or in the last ``measurement_window``, whichever is more; the
+            first one after an outage also counts half of what the estimate predicted for a window) is
+            mostly noise: the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
             ``recovery_time``, and grows by ``fair_step`` (rule 7); below ``2 * fair_count`` the probe
             doubles more slowly. >= 0; 0 disables this and ``fair_step``. Default 12.
             Both concern a fleet with a limiter per client: ``RedisAdaptiveRateLimiter``, one limiter
@@ -480,7 +480,8 @@ _OUTAGE_EVIDENCE = 3
 # Below this many times fair_count successes an estimate grows by fair_step and probes more slowly (rule 7):
 # 5x helped a fleet's fairness a little but slowed one limiter at 30-50/s (the demo) after its capacity rose.
 _FAIR_PROBE = 2.0
-# The share of a window's successes at the previous estimate that counts as evidence (rule 7).
+# The share of a window's successes at the estimate that counts as evidence in the first measurement after
+# an outage (rule 7): the demo's one limiter, its callers held back by an open breaker, fell to 79-82%.
 _PREDICTED_EVIDENCE = 0.5
 # So few successes before the first throttle are luck, not capacity (rule 7's fair start).
 _LUCKY_START = 3
@@ -540,11 +541,11 @@ class AsyncretryRateController:
 
        * a capacity measurement resting on fewer than ``fair_count`` (12) successes (``n``: those
          counted between the two throttles, or in the last ``measurement_window`` if more, since a
-         measurement soon after a decrease spans little time whatever the rate; or half of what the
-         previous estimate predicted for a window, if more: falling far short of a large estimate is
-         a change, or the client's own idleness behind an open breaker, not counting noise) does not
-         set the rate: the rate is cut to ``repeat_decrease`` of the fill rate, held for ``recovery_time``
-         (a multiplicative decrease, once per event as in rule 2);
+         measurement soon after a decrease spans little time whatever the rate; the first measurement
+         after an outage also counts half of what the estimate predicted for a window, since its
+         window held the outage, and callers held back by an open breaker) does not set the rate:
+         the rate is cut to ``repeat_decrease`` of the fill rate and held for ``recovery_time`` (a
+         multiplicative decrease, once per event as in rule 2);
        * while ``n`` < ``2 * fair_count``, the rate grows by ``fair_step`` (1) requests per second
          per second since the decrease, on top of the recovery and the probe: the same absolute step
          for every client of the fleet, as TCP's one segment per round trip, and what evens the
@@ -592,6 +593,7 @@ class AsyncretryRateController:
         "_recovery",
         "_responses",
         "_restart_fraction",
+        "_resumed",
         "_served",
         "_stable",
         "_start",
@@ -638,6 +640,7 @@ class AsyncretryRateController:
         self._unserved = 0
         self._counted = 0.0
         self._evidence = 0.0
+        self._resumed = False
         self._stable = start
         self.enabled = False
         self.fill_rate = config.min_fill_rate
@@ -698,6 +701,7 @@ class AsyncretryRateController:
             self._outage = False
             config = self._config
             self._restart(now, self._before_outage, config.utilization, config.quick_recovery_time)
+            self._resumed = True
         else:
             self._grow(now)
 
@@ -825,11 +829,11 @@ class AsyncretryRateController:
             capacity = max(capacity, min(probed, (1.0 + config.probe_lift) * capacity))
         self._counted = counted
         # What a fleet's rules (rule 7) go by: the successes behind this measurement, or those of the
-        # last window if more (a measurement soon after a decrease spans little time, whatever the rate),
-        # or half of what the estimate before it predicted for a window (far fewer than that is a change,
-        # or the client's own idleness, say behind an open breaker: not the counting noise of a fleet).
+        # last window if more (a measurement soon after a decrease spans little time, whatever the rate);
+        # right after an outage, whose window held the outage, also half of what the estimate predicted.
         window = self._window
-        predicted = _PREDICTED_EVIDENCE * self.last_max_rate * window
+        predicted = _PREDICTED_EVIDENCE * self.last_max_rate * window if self._resumed else 0.0
+        self._resumed = False
         self._evidence = max(counted, self._good.rate(now, window) * window, predicted)
         return min(capacity, self.fill_rate)
 
