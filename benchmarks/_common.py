@@ -51,3 +51,15 @@ async def measure(cases: Sequence[tuple[str, Once]], calls: int, rounds: int) ->
                 await once()
             best[key] = min(best[key], (time.perf_counter_ns() - start) / calls)
     return best
+
+
+def server_url(line: str) -> str:
+    """The URL a benchmark's server subprocess printed on its first line.
+
+    Raises:
+        RuntimeError: it printed something else (it failed to start).
+    """
+    url = line.strip()
+    if not url.startswith("http://"):
+        raise RuntimeError(f"the server did not start: {url!r}")
+    return url

