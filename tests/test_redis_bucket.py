@@ -124,8 +124,11 @@ async def test_every_acquire_is_one_round_trip_even_when_it_waits(redis_server: 
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         counter = CommandCounter(backend)
         bucket = RedisTokenBucket(backend, 200, 2, name="trips")
-        for _ in range(20):  # 18 of them wait for their token
-            await bucket.acquire()
+        # All at once, so that 18 of them queue for their tokens (up to 90 ms out) however slow the machine
+        # is: one after the other, a loaded machine's round trip outlasted the 5 ms a token takes.
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(bucket.acquire)
     scripts = [c for c in counter.commands if c.startswith("EVAL")]
     assert len(scripts) - scripts.count("EVAL") == 20
     assert scripts.count("EVAL") <= 1
@@ -150,10 +153,21 @@ async def test_waiters_are_served_in_the_order_they_reached_the_server(
             await buckets[i % 2].acquire()
             served.append(i)
 
+        async def reached_the_server(i: int, waits_before: int) -> None:
+            # Waiter i's script has answered once it sleeps on its reservation (its bucket counts a wait)
+            # or it was served at once: only then does the next waiter start, so arrivals are ordered
+            # however long a round trip takes on a loaded machine.
+            for _ in range(10_000):  # bounded: 10 s at most
+                if buckets[i % 2].statistics().waits > waits_before or i in served:
+                    return
+                await anyio.sleep(0.001)
+            raise AssertionError(f"waiter {i}'s reservation never came back")
+
         async with anyio.create_task_group() as tg:
             for i in range(10):
+                waits_before = buckets[i % 2].statistics().waits
                 tg.start_soon(waiter, i)
-                await anyio.sleep(0.003)  # a round trip takes well under this: arrivals are ordered
+                await reached_the_server(i, waits_before)
     assert served == list(range(10))
 
 
@@ -331,7 +345,9 @@ async def test_rate_and_capacity_changes_apply_to_the_next_script(redis_server: 
 async def test_statistics_and_repr_describe_the_shared_bucket(redis_server: RedisServer, prefix: str) -> None:
     """statistics() counts this process's grants and round trips; repr names the key, rate and failure mode."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
-        bucket = RedisTokenBucket(backend, 100, 4, name="stats", on_unavailable="fail_closed")
+        # 1/s: the milliseconds a loaded machine takes between the calls barely refill the bucket
+        bucket = RedisTokenBucket(backend, 1, 4, name="stats", on_unavailable="fail_closed")
+        started = time.monotonic()
         await bucket.acquire(3)
         stats = bucket.statistics()
         assert (stats.name, stats.grants, stats.acquired_total, stats.round_trips) == ("stats", 1, 3.0, 1)
@@ -339,7 +355,9 @@ async def test_statistics_and_repr_describe_the_shared_bucket(redis_server: Redi
         assert not stats.degraded
         assert f"key='{prefix}bucket:stats'" in repr(bucket)
         assert "fail_closed" in repr(bucket)
-        assert await bucket.time_until_available(4) == pytest.approx(0.03, abs=0.01)
+        until = await bucket.time_until_available(4)
+        # three tokens at 1/s: 3 s from the acquire, less the time gone by since (measured from before it)
+        assert 3.0 - (time.monotonic() - started) - 0.01 <= until <= 3.0 + 0.01
 
 
 def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisServer) -> None:
