@@ -351,12 +351,7 @@ async def transport_floor(calls: int, rounds: int) -> Floor:
     theirs = HttpxRetriesTransport(transport=Fixed(), retry=Retry(total=2, backoff_factor=0.0))
     passing = _PassOn(Fixed())
     inlined = _InlinedTransport(Fixed(), RetryQuota(), CircuitBreaker(CircuitBreakerConfig()))
-
-    def send(transport: httpx.AsyncBaseTransport) -> Once:
-        async def once() -> Any:
-            return await transport.handle_async_request(httpx.Request("GET", url))
-
-        return once
+    send = _sender(url)
 
     cases = [
         ("bare", send(inner)), ("ours", send(ours)), ("theirs", send(theirs)), ("pass", send(passing)),
@@ -396,12 +391,7 @@ async def retry_floor(calls: int, rounds: int) -> Floor:
     theirs = HttpxRetriesTransport(transport=Fixed(503, 503, 200), retry=Retry(total=2, backoff_factor=0.0))
     inlined = _InlinedRetryTransport(Fixed(503, 503, 200), policy)
     frame = _RetryOn5xx(Fixed(503, 503, 200))
-
-    def send(transport: httpx.AsyncBaseTransport) -> Once:
-        async def once() -> Any:
-            return await transport.handle_async_request(httpx.Request("GET", url))
-
-        return once
+    send = _sender(url)
 
     three = Fixed(503, 503, 200)
 
@@ -476,9 +466,21 @@ async def retry_floor(calls: int, rounds: int) -> Floor:
     )
 
 
+def _sender(url: httpx.URL) -> Callable[[httpx.AsyncBaseTransport], Once]:
+    """``send(transport)``: one GET of ``url`` through ``transport`` (a new request each time, as a client makes)."""
+
+    def send(transport: httpx.AsyncBaseTransport) -> Once:
+        async def once() -> Any:
+            return await transport.handle_async_request(httpx.Request("GET", url))
+
+        return once
+
+    return send
+
+
 def render(floors: list[Floor]) -> str:
     width = max(len(p.label) for f in floors for p in f.parts) + 2
-    lines = [f"asyncretry: the floor under the speed targets of issue 14 (Python {sys.version.split()[0]}, asyncio)", ""]
+    lines = [f"asyncretry: the floor under issue 14's speed targets (Python {sys.version.split()[0]}, asyncio)", ""]
     for f in floors:
         lines.append(f.target)
         for p in f.parts:
