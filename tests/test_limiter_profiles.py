@@ -30,7 +30,7 @@ from asyncretry._primitives._cubic import (
     new_rate_controller,
 )
 from asyncretry._simulation import Scenario, run_simulation
-from asyncretry.testing import VirtualClock
+from asyncretry.testing import VirtualClock, fixed_random
 
 LATENCY = 0.02
 
@@ -639,6 +639,82 @@ async def test_the_engine_reports_when_each_attempt_was_sent() -> None:
     assert answered - sent_second == pytest.approx(0.25)
 
 
+# --- the start-up answers its own throttles (rule 8)
+
+
+def test_only_the_start_ups_throttles_answer_the_backoff() -> None:
+    """The throttle that enabled the default profile, and the echoes of the same round trip, need no
+    throttling backoff from the engine; the first fresh throttle after the start does, and the "aws"
+    profile never skips it."""
+    control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+    for k in range(5):
+        control.update(k / 100 + LATENCY, False, k / 100)
+    answers = [control.answers_backoff]  # no throttle yet
+    for sent, throttled in (
+        (0.05, True),  # enables the limiter (rule 1)
+        (0.06, True),  # an echo: sent before the start's decrease
+        (0.5, False),  # a fresh success changes nothing
+        (1.0, True),  # a fresh throttle: the engine's backoff again
+    ):
+        control.update(sent + LATENCY, throttled, sent)
+        answers.append(control.answers_backoff)
+    assert answers == [False, True, True, True, False]
+    aws = AwsRateController(AdaptiveLimiterConfig(profile="aws"), 0.0)
+    aws.update(LATENCY, True)
+    assert not aws.answers_backoff
+    limiter = AdaptiveRateLimiter(clock=VirtualClock(0.0))
+    limiter.update(True, sent_at=0.0)
+    assert limiter.backoff_after_throttle(0.7) == 0.0
+
+
+async def _throttled_then_served(retrier: Retrier) -> tuple[float | None, float]:
+    """One call whose first attempt is throttled and whose retry succeeds: the delay the engine planned
+    after the throttle, and the time from the throttle's answer to the retry's send."""
+    calls = 0
+    sent: list[float] = []
+
+    async def once_throttled() -> str:
+        nonlocal calls
+        calls += 1
+        sent.append(DEFAULT_CLOCK.now())
+        await anyio.sleep(LATENCY)
+        if calls == 1:
+            raise _Throttled
+        return "ok"
+
+    attempts = retrier.attempts()
+    async for attempt in attempts:
+        async with attempt:
+            await once_throttled()
+    first = attempts.history().attempts[0]
+    return first.delay_after, sent[1] - (sent[0] + LATENCY)
+
+
+@pytest.mark.anyio
+async def test_the_start_ups_throttle_is_retried_without_the_throttling_backoff() -> None:
+    """Default profile: the retry after the throttle that enabled the limiter waits only for its token
+    (the backoff would have been 0.5 s); a later fresh throttle gets the policy's backoff, and the "aws"
+    profile's first throttle too (rule 8)."""
+    half = fixed_random(0.5)  # full jitter over the first cap of 1 s: 0.5 s
+
+    def full_bucket() -> float:
+        return 0.999  # the random phase of the limiter's first token: no wait for it
+
+    limiter = AdaptiveRateLimiter(rng=full_bucket)
+    retrier = Retrier(RetryPolicy(mode="adaptive"), rng=half, limiter=limiter)
+    delay, waited = await _throttled_then_served(retrier)
+    assert delay == 0.0
+    assert waited < 0.01
+    assert limiter.enabled
+    delay, waited = await _throttled_then_served(retrier)  # a fresh throttle: no longer the start-up's
+    assert delay == 0.5
+    assert waited >= 0.5
+    aws = Retrier(RetryPolicy.aws_adaptive(), rng=half)
+    delay, waited = await _throttled_then_served(aws)
+    assert delay == 0.5
+    assert waited >= 0.5
+
+
 # --- the simulation: the default profile beats "aws"
 
 
@@ -655,10 +731,12 @@ def test_a_fleet_of_independent_clients_shares_the_capacity_fairly() -> None:
 
     fair = fleet(AdaptiveLimiterConfig())
     off = fleet(AdaptiveLimiterConfig(fair_count=0))
-    assert fair.goodput >= 0.97
+    # No backoff after the start-up's throttles (rule 8): with it, 40 of the 50 clients slept through the first
+    # half second and the fleet served 0.973-0.994 of the capacity over 64 seeds (now 0.995-1.004).
+    assert fair.goodput >= 0.99
     assert fair.fairness >= 0.90
     assert off.fairness < fair.fairness - 0.05
-    # Issue 17's target is <= 15%; over seeds this set-up throttles 14.7-15.4% (without: about 20%).
+    # Issue 17's target is <= 15%; over seeds this set-up throttles 14.7-15.9% (without: about 20%).
     assert fair.throttled <= 0.16
     assert off.throttled > fair.throttled + 0.03
 

@@ -34,6 +34,7 @@ from .._events import AttemptFinished, EventBus, GaveUp, RetryScheduled, Throttl
 from .._exceptions import CircuitOpenError, RetriesExhausted, RetryBudgetExceeded, RetryCapacityExceeded
 from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
+from .._primitives._limiter import AdaptiveRateLimiter
 from ._classify import Outcome
 from ._history import AttemptRecord, RetryHistory, attach_history
 from ._policy import GiveUpInfo, RetryPolicy
@@ -356,6 +357,12 @@ class Call:
         delay = backoff.delay(number, self.retrier._rng(), self._previous_delay)
         server = outcome.server_delay
         if server is None or not policy.honour_server_delay:
+            if kind is _THROTTLING:
+                limiter = self.scope.limiter
+                if isinstance(limiter, AdaptiveRateLimiter):
+                    # The limiter heard of this throttle (Scope.report) and may already answer it: the
+                    # default profile's start-up paces the retry itself (its rule 8).
+                    delay = limiter.backoff_after_throttle(delay)
             return delay, False
         cap = _seconds(policy.max_server_delay)
         if outcome.server_delay_is_hint:

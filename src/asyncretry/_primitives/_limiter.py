@@ -238,6 +238,25 @@ class AdaptiveRateLimiter:
             return 0.0
         return self._bucket.time_until_available(1)
 
+    def backoff_after_throttle(self, delay: float) -> float:
+        """How much of the engine's throttling backoff to sleep after the throttle just fed to :meth:`update`.
+
+        The retry engine asks this after every throttle it reports (no server-directed delay); the retry
+        then waits for its token as every attempt does. The ``"asyncretry"`` profile answers 0 for the
+        throttles of its start-up (the first round trip's: rule 8 of
+        :class:`~asyncretry._primitives._cubic.AsyncretryRateController`): its start already set the
+        rate from what was served and the bucket paces the retry, so a backoff on top would only leave
+        the server idle. Synchronous, never waits.
+
+        Args:
+            delay: the backoff the policy drew for this retry, seconds.
+
+        Returns:
+            0 for a start-up throttle of the ``"asyncretry"`` profile; otherwise ``delay`` (always for
+            the ``"aws"`` profile: the SDKs sleep the backoff after every throttle).
+        """
+        return 0.0 if self._control.answers_backoff else delay
+
     def update(
         self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
     ) -> None:
