@@ -229,3 +229,85 @@ async def test_a_probes_throttle_measures_the_capacity_since_the_decrease_not_th
     limiter.update(True, sent_at=anyio.current_time())  # the probe's throttle
     await limiter.refresh()
     assert limiter.last_max_rate == pytest.approx(100.0, rel=0.07)
+
+
+async def _enabled_and_queued(limiter: RedisAdaptiveRateLimiter, calls: int, tg: Any) -> list[float]:
+    """Enable the fleet's limiter at about 70/s, then start ``calls`` acquires that queue for the fleet's tokens;
+    the list gets the time each one returns."""
+    await _served(limiter, 100.0, 1.5)
+    limiter.update(True, sent_at=anyio.current_time())
+    await limiter.refresh()
+    assert limiter.enabled
+    released: list[float] = []
+
+    async def call() -> None:
+        await limiter.acquire()
+        released.append(anyio.current_time())
+
+    for _ in range(calls):
+        tg.start_soon(call)
+    return released
+
+
+@pytest.mark.anyio
+async def test_calls_waiting_when_the_fleets_state_is_lost_go_instead_of_waiting_on_a_reservation_that_is_gone(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """Redis restarted without persistence, or the key was evicted, while calls slept on reservations: the fresh
+    state is disabled (sends are free), and the sleepers go at their next check instead of waiting until a new
+    bucket at the floor rate (0.5/s) has taken in the thousands of tokens the old one had."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            released = await _enabled_and_queued(limiter, 200, tg)  # the last one ~3 s away at ~70/s
+            await anyio.sleep(0.1)
+            lost = anyio.current_time()
+            backends[0]._sync.delete(limiter.key)
+    assert len(released) == 200
+    assert max(released) - lost <= limiter._sync_interval + 0.01
+    assert not limiter.enabled
+    assert limiter.statistics().waiting == 0
+
+
+@pytest.mark.anyio
+async def test_calls_waiting_when_the_fleets_state_is_lost_and_enabled_again_do_not_wait_on_the_old_reservations(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """The same loss, then another process's throttle enables the fresh state before the sleepers check: the new
+    bucket has taken in no token of the old queue, and a sleeper must not wait for it to take in the old count."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api")
+    other = RedisAdaptiveRateLimiter(backends[1], name="api")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            released = await _enabled_and_queued(limiter, 200, tg)
+            await anyio.sleep(0.1)
+            lost = anyio.current_time()
+            backends[0]._sync.delete(limiter.key)
+            await other.acquire()  # free: the fresh state is disabled
+            other.update(True, sent_at=anyio.current_time())
+            await other.refresh()
+            assert other.enabled
+    assert len(released) == 200
+    assert max(released) - lost <= limiter._sync_interval + 0.01
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_wait_is_not_counted_as_an_acquire_and_its_token_goes_back(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """statistics() after a waiting acquire was cancelled: not an acquire (as in-process), nobody waiting, and the
+    fleet's bucket gets the reserved token back with the next round trip."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api")
+    await _served(limiter, 100.0, 1.5)
+    limiter.update(True, sent_at=anyio.current_time())
+    await limiter.refresh()
+    while limiter.statistics().available >= 1.0:  # empty the bucket (bounded: the capacity is a few tokens)
+        await limiter.acquire()
+    acquires = limiter.statistics().acquires
+    with anyio.move_on_after(0.001):
+        await limiter.acquire()
+    stats = limiter.statistics()
+    assert (stats.acquires, stats.waiting, stats.waits) == (acquires, 0, 0)
+    before = stats.available
+    after = (await limiter.refresh()).available
+    assert after == pytest.approx(before + 1.0, abs=0.01)

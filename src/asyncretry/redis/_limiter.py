@@ -307,18 +307,22 @@ class RedisAdaptiveRateLimiter(_Linked):
         if not granted:
             self._timeouts += 1
             raise RateLimitTimeout(name=self.name, wait=wait, timeout=max_wait if max_wait is not None else 0.0)
-        self._acquires += 1
         if wait > 0.0:
             await self._wait_for(due, wait, max_wait)
+        self._acquires += 1
 
     async def _wait_for(self, due: float, wait: float, max_wait: float | None) -> None:
         """Sleep until the fleet's bucket has taken in ``due`` tokens, re-planning every ``sync_interval``.
 
         The fleet's rate may change while this call sleeps (a throttle elsewhere cuts it, CUBIC grows
         it back): the call then wakes when its token is really due, not when it was first predicted.
+        If the fleet's state is lost meanwhile (Redis restarted without persistence, the key evicted),
+        the reservation went with it: the call goes, as the fresh state's other calls do.
         """
         clock = self._clock
         started = clock.now()
+        # The fleet's bucket counts the tokens it took in since it was created: fewer later means a new bucket.
+        accrued = self._view.accrued
         self._reserved += 1
         done = False
         try:
@@ -331,11 +335,12 @@ class RedisAdaptiveRateLimiter(_Linked):
                 # throttle) makes the token later, and a request sent at the old rate would be throttled.
                 if await self._run(want=False, max_wait=None) is not None:
                     view = self._view
+                    if not view.enabled or view.accrued < accrued:
+                        break  # the state that held the reservation is gone (nothing to hand back)
                     remaining = (due - view.accrued) / view.fill_rate
                 if max_wait is not None and clock.now() - started + remaining > max_wait:
                     # A rate cut while this call slept pushed its token past the caller's limit.
                     self._timeouts += 1
-                    self._acquires -= 1
                     raise RateLimitTimeout(
                         name=self.name, wait=clock.now() - started + remaining, timeout=max_wait
                     )
