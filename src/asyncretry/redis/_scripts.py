@@ -217,6 +217,14 @@ for _, e in ipairs(events) do table.insert(reply, e) end
 return reply
 """)
 
+# The two limiter scripts keep different fields under the same key: a process whose profile differs from the
+# one that made the state is told so (a WRONGTYPE reply: a ConfigurationError), rather than failing on a missing
+# field (an error the backend would take for Redis being down, failing every primitive on it open).
+_WRONG_PROFILE = """
+local WRONG_PROFILE = 'WRONGTYPE the key holds the fleet limiter state of the other profile ' ..
+  '(every process must give a limiter name the same AdaptiveLimiterConfig)'
+"""
+
 # Both limiter scripts end the same way: take the token the call asked for (or say how long to wait
 # for it, refusing a wait beyond max_wait) and store the state.
 _GRANT_AND_SAVE = """local granted, wait, due = 1, 0, v.acc
@@ -237,7 +245,7 @@ for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[
 redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)"""
 
-LIMITER = Script("limiter", _PRELUDE + """
+LIMITER = Script("limiter", _PRELUDE + _WRONG_PROFILE + """
 -- The fleet's adaptive limiter: one CUBIC state (SPEC section 5) fed by every process's responses, and
 -- one token bucket at its fill rate that every process takes its tokens from (debt = queue, as BUCKET).
 -- 'acc' counts every token that ever came into the bucket (refill and hand-backs): a reservation is due
@@ -254,6 +262,7 @@ local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'lt
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
+if v.en ~= nil and v.lb == nil then return redis.error_reply(WRONG_PROFILE) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, mr = 0, lb = math.floor(now), cnt = 0,
        wmax = 0, ltt = now, k = 0, acc = 0}
@@ -295,7 +304,7 @@ return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax
         f(v.acc), f(due)}
 """)
 
-LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + """
+LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + _WRONG_PROFILE + """
 -- The fleet's adaptive limiter, default ("asyncretry") profile: AsyncretryRateController's rules applied to
 -- the whole fleet's responses, and one token bucket at the resulting fill rate that every process takes its
 -- tokens from (as LIMITER). Time is the server's: the processes send the send times of their throttled
@@ -329,6 +338,7 @@ for i = 0, SLOTS - 1 do table.insert(FIELDS, 'a' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
+if v.en ~= nil and v.gh == nil then return redis.error_reply(WRONG_PROFILE) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, acc = 0, srv = 0, ans = 0, dec = -1, est = 0,
        rec = quick, frac = util, mkt = now, mks = 0, stab = now, st = 0, first = -1, fs = 0, ft = 0,
