@@ -58,7 +58,7 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._validate import check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
+from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
 from ._scripts import LIMITER, LIMITER_ASYNCRETRY
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
@@ -139,8 +139,8 @@ class RedisAdaptiveRateLimiter(_Linked):
             :class:`~asyncretry.BackendUnavailable` from :meth:`acquire`.
         sync_interval: while the fleet's limiter is not enabled, the longest a process goes without a
             round trip (to learn that another process was throttled), seconds (> 0, default 0.25).
-        key_ttl: seconds an unused limiter is kept on Redis (> 0, default 600); an expired one starts
-            again disabled, like a fresh limiter.
+        key_ttl: seconds an unused limiter is kept on Redis (> 0 and <= ten years, default 600); an expired
+            one starts again disabled, like a fresh limiter.
         clock: the time source; defaults to the running loop's clock.
         events: where :class:`~asyncretry.Throttled`, :class:`~asyncretry.LimiterRateChanged` and the
             backend's events go; defaults to the global bus.
@@ -200,7 +200,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._wait_time = 0.0
         self._bus = events if events is not None else GLOBAL_EVENTS
         self._sync_interval = check_seconds("sync_interval", sync_interval, low_open=True)
-        self._key_ttl_ms = math.ceil(check_seconds("key_ttl", key_ttl, low_open=True) * 1000)
+        self._key_ttl_ms = ttl_ms(key_ttl)
         self._link = _Link(
             redis, kind="limiter", name=name, on_unavailable=on_unavailable, events=self._bus,
             clock=clock if clock is not None else DEFAULT_CLOCK,
