@@ -17,7 +17,7 @@ import anyio
 import pytest
 import redis
 
-from asyncretry import Retrier, RetryPolicy
+from asyncretry import AdaptiveLimiterConfig, Retrier, RetryPolicy
 from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
@@ -45,10 +45,11 @@ class VirtualTimeBackend(RedisBackend):
     def __init__(self, url: str, prefix: str) -> None:
         super().__init__(url, prefix=prefix)
         self._sync = redis.Redis.from_url(url)
+        self.offset = _OFFSET  # a test may step the server's clock
 
     async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
         source = _VIRTUAL[script.name].source
-        reply = self._sync.eval(source, 1, key, *args, repr(DEFAULT_CLOCK.now() + _OFFSET))
+        reply = self._sync.eval(source, 1, key, *args, repr(DEFAULT_CLOCK.now() + self.offset))
         assert isinstance(reply, list)
         return reply
 
@@ -311,3 +312,27 @@ async def test_a_cancelled_wait_is_not_counted_as_an_acquire_and_its_token_goes_
     before = stats.available
     after = (await limiter.refresh()).available
     assert after == pytest.approx(before + 1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("profile", ["asyncretry", "aws"])
+@pytest.mark.anyio
+async def test_the_servers_clock_stepping_back_neither_drops_the_rate_to_the_floor_nor_hides_new_throttles(
+    backends: list[VirtualTimeBackend], profile: str
+) -> None:
+    """Redis's TIME steps back 30 s (an NTP step, a failover to a replica whose clock is behind): the times the
+    fleet's state holds must not lie in the future, or the rate falls to min_fill_rate until the clock has caught
+    up (30 s), and every throttle meanwhile reads as sent before the last decrease (an echo, never a cut)."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], AdaptiveLimiterConfig(profile=profile), name="api")
+    await _served(limiter, 100.0, 1.5)
+    limiter.update(True, sent_at=anyio.current_time())
+    await limiter.refresh()
+    await _served(limiter, 60.0, 2.0)  # below the capacity: the rate climbs back and probes above it
+    before = limiter.fill_rate
+    for backend in backends:
+        backend.offset -= 30.0
+    await _served(limiter, 60.0, 0.5)
+    assert limiter.fill_rate >= 0.9 * before
+    climbed = limiter.fill_rate
+    limiter.update(True, sent_at=anyio.current_time())  # a new congestion event
+    await limiter.refresh()
+    assert limiter.fill_rate < 0.9 * climbed

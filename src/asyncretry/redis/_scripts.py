@@ -225,6 +225,16 @@ local WRONG_PROFILE = 'WRONGTYPE the key holds the fleet limiter state of the ot
   '(every process must give a limiter name the same AdaptiveLimiterConfig)'
 """
 
+# The server's clock may step back (an NTP step, a failover to a replica whose clock is behind). A limiter's
+# clock does not: the times its state holds would lie in the future, which held the rate at the floor (a
+# decrease "after now") and made every throttle an echo until the server's clock caught up. 'sk' is how far
+# the state's clock is ahead of the server's; a step forward is taken as it comes (it looks like idle time).
+_MONOTONIC = """
+if v.sk == nil then v.sk = 0 end
+now = now + v.sk
+if now < v.ts then v.sk = v.sk + (v.ts - now); now = v.ts end
+"""
+
 # Both limiter scripts end the same way: take the token the call asked for (or say how long to wait
 # for it, refusing a wait beyond max_wait) and store the state.
 _GRANT_AND_SAVE = """local granted, wait, due = 1, 0, v.acc
@@ -258,16 +268,16 @@ local beta, C, smoothing, width = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber
 local min_fill, min_cap, growth = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local responses, throttles, want = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_wait, give, ttl = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc'}
+local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc', 'sk'}
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
 if v.en ~= nil and v.lb == nil then return redis.error_reply(WRONG_PROFILE) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, mr = 0, lb = math.floor(now), cnt = 0,
-       wmax = 0, ltt = now, k = 0, acc = 0}
+       wmax = 0, ltt = now, k = 0, acc = 0, sk = 0}
 end
-local function add(amount)
+""" + _MONOTONIC + """local function add(amount)
   local before = v.tok
   v.tok = math.min(v.cap, v.tok + amount)
   if v.tok > before then v.acc = v.acc + (v.tok - before) end
@@ -332,7 +342,7 @@ table.sort(sends)
 local SLOTS = 21
 local width = window / 20
 local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'ans', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
-                'stab', 'st', 'first', 'fs', 'ft', 'gh'}
+                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk'}
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'g' .. i) end
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'a' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
@@ -342,10 +352,10 @@ if v.en ~= nil and v.gh == nil then return redis.error_reply(WRONG_PROFILE) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, acc = 0, srv = 0, ans = 0, dec = -1, est = 0,
        rec = quick, frac = util, mkt = now, mks = 0, stab = now, st = 0, first = -1, fs = 0, ft = 0,
-       gh = math.floor(now / width)}
+       gh = math.floor(now / width), sk = 0}
   for i = 0, SLOTS - 1 do v['g' .. i] = 0; v['a' .. i] = 0 end
 end
-local function add(amount)
+""" + _MONOTONIC + """local function add(amount)
   local before = v.tok
   v.tok = math.min(v.cap, v.tok + amount)
   if v.tok > before then v.acc = v.acc + (v.tok - before) end
