@@ -281,7 +281,7 @@ async def test_two_profiles_on_one_name_are_a_configuration_error_not_an_outage_
         made.update(True)
         await made.refresh()
         for on_unavailable in ("fail_open", "fail_closed"):
-            wrong = RedisAdaptiveRateLimiter(backend, other, name="api", on_unavailable=on_unavailable)  # type: ignore[arg-type]
+            wrong = RedisAdaptiveRateLimiter(backend, other, name="api", on_unavailable=on_unavailable)
             with pytest.raises(ConfigurationError, match="profile"):
                 await wrong.acquire()
             assert not wrong.statistics().degraded
