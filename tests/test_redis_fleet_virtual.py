@@ -46,11 +46,14 @@ class VirtualTimeBackend(RedisBackend):
         super().__init__(url, prefix=prefix)
         self._sync = redis.Redis.from_url(url)
         self.offset = _OFFSET  # a test may step the server's clock
+        self.latency = 0.0  # ... or make the answers take time
 
     async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
         source = _VIRTUAL[script.name].source
         reply = self._sync.eval(source, 1, key, *args, repr(DEFAULT_CLOCK.now() + self.offset))
         assert isinstance(reply, list)
+        if self.latency:
+            await anyio.sleep(self.latency)
         return reply
 
     def close_sync(self) -> None:
@@ -359,3 +362,33 @@ async def test_the_start_up_rate_is_measured_since_the_first_answer_not_since_th
     await limiter.refresh()
     assert local.fill_rate == pytest.approx(0.7 * 100.0, rel=0.1)
     assert 0.9 * local.fill_rate <= limiter.fill_rate <= 1.3 * local.fill_rate
+
+
+@pytest.mark.anyio
+async def test_a_check_slower_than_the_reservation_does_not_count_as_waiting_past_the_timeout(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """A call's token comes in 2 ms within its timeout; the check when the call wakes takes 5 ms longer to come back
+    than the reservation did (a loaded machine, a busy server). The time waited is the server's, from the reservation
+    to the check: no RateLimitTimeout for a token that is there, and the call returns once the check is back."""
+    config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=10.0)
+    limiter = RedisAdaptiveRateLimiter(backends[0], config, name="api")
+    limiter.update(True)
+    await limiter.refresh()  # enabled at the floor: 10/s
+    while limiter.statistics().available >= 1.0:  # (bounded: the bucket holds a token or two)
+        await limiter.acquire()
+    wait = limiter.time_until_available()
+    assert wait > 0.01
+    returned: list[float] = []
+
+    async def call() -> None:
+        await limiter.acquire(timeout=wait + 0.002)
+        returned.append(anyio.current_time())
+
+    started = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await anyio.sleep(0.001)  # the reservation came back at once; the next round trip will not
+        backends[0].latency = 0.005
+    assert returned == [pytest.approx(started + wait + 0.005, abs=1e-6)]
+    assert limiter.statistics().timeouts == 0

@@ -325,6 +325,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         started = clock.now()
         # The fleet's bucket counts the tokens it took in since it was created: fewer later means a new bucket.
         accrued = self._view.accrued
+        reserved_at = self._view.seen_at + self._offset  # the server's time of the reservation
         self._reserved += 1
         done = False
         try:
@@ -340,12 +341,15 @@ class RedisAdaptiveRateLimiter(_Linked):
                     if not view.enabled or view.accrued < accrued:
                         break  # the state that held the reservation is gone (nothing to hand back)
                     remaining = (due - view.accrued) / view.fill_rate
-                if max_wait is not None and clock.now() - started + remaining > max_wait:
+                    # On the server's clock, from the reservation to this check: the time the answers took to
+                    # come back is not waiting for the token (nor is this check's, if slower than the first).
+                    waited = view.seen_at + self._offset - reserved_at
+                else:
+                    waited = clock.now() - started
+                if max_wait is not None and waited + remaining > max_wait:
                     # A rate cut while this call slept pushed its token past the caller's limit.
                     self._timeouts += 1
-                    raise RateLimitTimeout(
-                        name=self.name, wait=clock.now() - started + remaining, timeout=max_wait
-                    )
+                    raise RateLimitTimeout(name=self.name, wait=waited + remaining, timeout=max_wait)
             done = True
         finally:
             self._reserved -= 1
