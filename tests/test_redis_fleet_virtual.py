@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import math
 import random
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import anyio
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter, Retrier, RetryPolicy
 from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
+from asyncretry.redis._backend import fmt
 from asyncretry.redis._scripts import LIMITER, LIMITER_ASYNCRETRY, Script
 from conftest_redis import RedisServer
 
@@ -392,3 +396,65 @@ async def test_a_check_slower_than_the_reservation_does_not_count_as_waiting_pas
         backends[0].latency = 0.005
     assert returned == [pytest.approx(started + wait + 0.005, abs=1e-6)]
     assert limiter.statistics().timeouts == 0
+
+
+_SECONDS = st.floats(0.001, 100.0)
+_FRACTION = st.floats(0.01, 0.99)
+
+
+@st.composite
+def _configs(draw: st.DrawFn) -> AdaptiveLimiterConfig:
+    window = draw(_SECONDS)
+    repeat = draw(_FRACTION)
+    return AdaptiveLimiterConfig(
+        min_fill_rate=draw(st.floats(1e-3, 1e4)), min_capacity=draw(st.floats(1.0, 1e4)),
+        burst=draw(st.floats(1e-3, 3600.0)), measurement_window=window,
+        reaction_time=draw(st.floats(0.001, window)), recovery_time=draw(_SECONDS),
+        quick_recovery_time=draw(_SECONDS), probe_doubling_time=draw(_SECONDS), settle_time=draw(_SECONDS),
+        max_rate_growth=draw(st.floats(0.1, 100.0)), utilization=draw(_FRACTION), repeat_decrease=repeat,
+        min_repeat_decrease=draw(st.floats(0.01, repeat)), stable_change=draw(st.floats(0.0, 1.0)),
+        growth_margin=draw(st.floats(0.0, 1.0)),
+    )
+
+
+_REPORTS = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 1e-6, 0.01, 0.3, 2.0, 700.0]),  # seconds since the last report
+        st.integers(0, 50), st.integers(0, 3),  # successes, failures
+        st.lists(st.sampled_from([-1.0, -0.2, -0.01, 0.0, None]), max_size=4),  # throttles: sent (None: free)
+        st.booleans(), st.sampled_from([-1.0, 0.0, 0.05, 10.0]), st.integers(0, 3),  # want, max_wait, give back
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=100)
+@given(config=_configs(), reports=_REPORTS)
+def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
+    redis_server: RedisServer, config: AdaptiveLimiterConfig, reports: list[Any]
+) -> None:
+    """Whatever the (valid) settings and the reports, the script never answers NaN or infinity: the fill rate stays
+    at or above min_fill_rate, the tokens at or below the capacity, and the counts of tokens taken in only grow."""
+    c = config
+    head = [fmt(x) for x in (
+        c.utilization, c.repeat_decrease, c.min_repeat_decrease, c.reaction_time, c.measurement_window,
+        c.recovery_time, c.quick_recovery_time, c.stable_change, c.settle_time, c.probe_doubling_time, c.burst,
+        c.growth_margin, c.max_rate_growth, c.min_fill_rate, c.min_capacity,
+    )]
+    key = f"prop:{uuid.uuid4().hex}"
+    now, accrued = 1.7e9, 0.0
+    with redis.Redis.from_url(redis_server.url) as client:
+        for gap, ok, failed, sends, want, max_wait, give in reports:
+            now += gap
+            times = [fmt(0.0 if sent is None else now + sent) for sent in sends]
+            args = [*head, ok, failed, int(want), fmt(max_wait), give, 60000, fmt(now - gap), *times, repr(now)]
+            reply = client.eval(_VIRTUAL["limiter-asyncretry"].source, 1, key, *args)
+            numbers = [float(x) for x in reply]
+            assert all(math.isfinite(x) for x in numbers), reply
+            wait, fill, cap, tokens, now_accrued = numbers[1], numbers[3], numbers[4], numbers[5], numbers[11]
+            assert fill >= c.min_fill_rate * (1 - 1e-12)
+            assert tokens <= cap * (1 + 1e-12)
+            assert wait >= 0.0
+            assert now_accrued >= accrued
+            accrued = now_accrued
+        client.delete(key)
