@@ -12,6 +12,7 @@ import math
 import random
 import uuid
 from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -436,7 +437,7 @@ def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
     """Whatever the (valid) settings and the reports, the script never answers NaN or infinity: the fill rate stays
     at or above min_fill_rate, the tokens at or below the capacity, and the counts of tokens taken in only grow."""
     c = config
-    head = [fmt(x) for x in (
+    head = [fmt(x.total_seconds() if isinstance(x, timedelta) else x) for x in (  # (durations are floats here)
         c.utilization, c.repeat_decrease, c.min_repeat_decrease, c.reaction_time, c.measurement_window,
         c.recovery_time, c.quick_recovery_time, c.stable_change, c.settle_time, c.probe_doubling_time, c.burst,
         c.growth_margin, c.max_rate_growth, c.min_fill_rate, c.min_capacity,
