@@ -289,3 +289,21 @@ async def test_two_profiles_on_one_name_are_a_configuration_error_not_an_outage_
         await bucket.acquire()
         assert not bucket.statistics().degraded
         assert (await made.refresh()).enabled
+
+
+@pytest.mark.anyio
+async def test_a_flushed_script_cache_is_taught_again_without_an_outage(redis_server: RedisServer, prefix: str) -> None:
+    """SCRIPT FLUSH (as a restarted or failed-over server has): the next round trip gets NOSCRIPT, sends the
+    script with EVAL and goes on from the fleet's state; nothing fails open."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        limiter = RedisAdaptiveRateLimiter(backend, name="api")
+        limiter.update(True)
+        await limiter.refresh()
+        assert limiter.enabled
+        await backend.client.script_flush()
+        before = backend.statistics().round_trips
+        limiter.update(False)
+        stats = await limiter.refresh()
+        assert (stats.enabled, stats.degraded, stats.fallbacks) == (True, False, 0)
+        assert backend.statistics().round_trips == before + 2  # EVALSHA refused, then EVAL
+        assert backend.up
