@@ -404,7 +404,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         elif failed:
             self._failed += 1
 
-    async def refresh(self) -> LimiterStatistics:
+    async def refresh(self) -> RedisLimiterStatistics:
         """Report this process's responses and read the fleet's state now (one round trip)."""
         await self._run(want=False, max_wait=None)
         return self.statistics()
