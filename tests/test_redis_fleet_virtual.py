@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import math
 import random
+import uuid
 from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import anyio
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from asyncretry import Retrier, RetryPolicy
+from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter, Retrier, RetryPolicy
 from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
+from asyncretry.redis._backend import fmt
 from asyncretry.redis._scripts import LIMITER, LIMITER_ASYNCRETRY, Script
 from conftest_redis import RedisServer
 
@@ -45,11 +50,15 @@ class VirtualTimeBackend(RedisBackend):
     def __init__(self, url: str, prefix: str) -> None:
         super().__init__(url, prefix=prefix)
         self._sync = redis.Redis.from_url(url)
+        self.offset = _OFFSET  # a test may step the server's clock
+        self.latency = 0.0  # ... or make the answers take time
 
     async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
         source = _VIRTUAL[script.name].source
-        reply = self._sync.eval(source, 1, key, *args, repr(DEFAULT_CLOCK.now() + _OFFSET))
+        reply = self._sync.eval(source, 1, key, *args, repr(DEFAULT_CLOCK.now() + self.offset))
         assert isinstance(reply, list)
+        if self.latency:
+            await anyio.sleep(self.latency)
         return reply
 
     def close_sync(self) -> None:
@@ -229,3 +238,224 @@ async def test_a_probes_throttle_measures_the_capacity_since_the_decrease_not_th
     limiter.update(True, sent_at=anyio.current_time())  # the probe's throttle
     await limiter.refresh()
     assert limiter.last_max_rate == pytest.approx(100.0, rel=0.07)
+
+
+async def _enabled_and_queued(limiter: RedisAdaptiveRateLimiter, calls: int, tg: Any) -> list[float]:
+    """Enable the fleet's limiter at about 70/s, then start ``calls`` acquires that queue for the fleet's tokens;
+    the list gets the time each one returns."""
+    await _served(limiter, 100.0, 1.5)
+    limiter.update(True, sent_at=anyio.current_time())
+    await limiter.refresh()
+    assert limiter.enabled
+    released: list[float] = []
+
+    async def call() -> None:
+        await limiter.acquire()
+        released.append(anyio.current_time())
+
+    for _ in range(calls):
+        tg.start_soon(call)
+    return released
+
+
+@pytest.mark.anyio
+async def test_calls_waiting_when_the_fleets_state_is_lost_go_instead_of_waiting_on_a_reservation_that_is_gone(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """Redis restarted without persistence, or the key was evicted, while calls slept on reservations: the fresh
+    state is disabled (sends are free), and the sleepers go at their next check instead of waiting until a new
+    bucket at the floor rate (0.5/s) has taken in the thousands of tokens the old one had."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api", sync_interval=0.25)
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            released = await _enabled_and_queued(limiter, 200, tg)  # the last one ~3 s away at ~70/s
+            await anyio.sleep(0.1)
+            lost = anyio.current_time()
+            backends[0]._sync.delete(limiter.key)
+    assert len(released) == 200
+    assert max(released) - lost <= 0.25 + 0.01
+    assert not limiter.enabled
+    assert limiter.statistics().waiting == 0
+
+
+@pytest.mark.anyio
+async def test_calls_waiting_when_the_fleets_state_is_lost_and_enabled_again_do_not_wait_on_the_old_reservations(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """The same loss, then another process's throttle enables the fresh state before the sleepers check: the new
+    bucket has taken in no token of the old queue, and a sleeper must not wait for it to take in the old count."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api", sync_interval=0.25)
+    other = RedisAdaptiveRateLimiter(backends[1], name="api")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            released = await _enabled_and_queued(limiter, 200, tg)
+            await anyio.sleep(0.1)
+            lost = anyio.current_time()
+            backends[0]._sync.delete(limiter.key)
+            await other.acquire()  # free: the fresh state is disabled
+            other.update(True, sent_at=anyio.current_time())
+            await other.refresh()
+            assert other.enabled
+    assert len(released) == 200
+    assert max(released) - lost <= 0.25 + 0.01
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_wait_is_not_counted_as_an_acquire_and_its_token_goes_back(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """statistics() after a waiting acquire was cancelled: not an acquire (as in-process), nobody waiting, and the
+    fleet's bucket gets the reserved token back with the next round trip."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api")
+    await _served(limiter, 100.0, 1.5)
+    limiter.update(True, sent_at=anyio.current_time())
+    await limiter.refresh()
+    while limiter.statistics().available >= 1.0:  # empty the bucket (bounded: the capacity is a few tokens)
+        await limiter.acquire()
+    acquires = limiter.statistics().acquires
+    with anyio.move_on_after(0.001):
+        await limiter.acquire()
+    stats = limiter.statistics()
+    assert (stats.acquires, stats.waiting, stats.waits) == (acquires, 0, 0)
+    before = stats.available
+    after = (await limiter.refresh()).available
+    assert after == pytest.approx(before + 1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("profile", ["asyncretry", "aws"])
+@pytest.mark.anyio
+async def test_the_servers_clock_stepping_back_neither_drops_the_rate_to_the_floor_nor_hides_new_throttles(
+    backends: list[VirtualTimeBackend], profile: str
+) -> None:
+    """Redis's TIME steps back 30 s (an NTP step, a failover to a replica whose clock is behind): the times the
+    fleet's state holds must not lie in the future, or the rate falls to min_fill_rate until the clock has caught
+    up (30 s), and every throttle meanwhile reads as sent before the last decrease (an echo, never a cut)."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], AdaptiveLimiterConfig(profile=profile), name="api")
+    await _served(limiter, 100.0, 1.5)
+    limiter.update(True, sent_at=anyio.current_time())
+    await limiter.refresh()
+    await _served(limiter, 60.0, 2.0)  # below the capacity: the rate climbs back and probes above it
+    before = limiter.fill_rate
+    for backend in backends:
+        backend.offset -= 30.0
+    await _served(limiter, 60.0, 0.5)
+    assert limiter.fill_rate >= 0.9 * before
+    climbed = limiter.fill_rate
+    limiter.update(True, sent_at=anyio.current_time())  # a new congestion event
+    await limiter.refresh()
+    assert limiter.fill_rate < 0.9 * climbed
+
+
+@pytest.mark.anyio
+async def test_the_start_up_rate_is_measured_since_the_first_answer_not_since_the_report_that_carried_it(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """Before the fleet's first throttle a process reports only every sync_interval, or with its first throttle:
+    the successes that report carries were served since the process's first answer, and the start-up rate (0.7 of
+    the served rate, as in-process) is measured over that span, not from the report's arrival (3.75 times too high
+    here). The fleet counts in slots of measurement_window / 20, a coarser span than the in-process limiter's."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api", sync_interval=0.25)
+    local = AdaptiveRateLimiter()
+    await limiter.acquire()  # the first round trip; the next is due in 0.25 s
+    for _ in range(20):  # 100/s for 0.2 s, free
+        await limiter.acquire()
+        await anyio.sleep(0.01)
+        for each in (limiter, local):
+            each.update(False, sent_at=anyio.current_time() - 0.01)
+    for each in (limiter, local):
+        each.update(True, sent_at=anyio.current_time())
+    await limiter.refresh()
+    assert local.fill_rate == pytest.approx(0.7 * 100.0, rel=0.1)
+    assert 0.9 * local.fill_rate <= limiter.fill_rate <= 1.3 * local.fill_rate
+
+
+@pytest.mark.anyio
+async def test_a_check_slower_than_the_reservation_does_not_count_as_waiting_past_the_timeout(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """A call's token comes in 2 ms within its timeout; the check when the call wakes takes 5 ms longer to come back
+    than the reservation did (a loaded machine, a busy server). The time waited is the server's, from the reservation
+    to the check: no RateLimitTimeout for a token that is there, and the call returns once the check is back."""
+    config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=10.0)
+    limiter = RedisAdaptiveRateLimiter(backends[0], config, name="api")
+    limiter.update(True)
+    await limiter.refresh()  # enabled at the floor: 10/s
+    while limiter.statistics().available >= 1.0:  # (bounded: the bucket holds a token or two)
+        await limiter.acquire()
+    wait = limiter.time_until_available()
+    assert wait > 0.01
+    returned: list[float] = []
+
+    async def call() -> None:
+        await limiter.acquire(timeout=wait + 0.002)
+        returned.append(anyio.current_time())
+
+    started = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await anyio.sleep(0.001)  # the reservation came back at once; the next round trip will not
+        backends[0].latency = 0.005
+    assert returned == [pytest.approx(started + wait + 0.005, abs=1e-6)]
+    assert limiter.statistics().timeouts == 0
+
+
+_SECONDS = st.floats(0.001, 100.0)
+_FRACTION = st.floats(0.01, 0.99)
+
+
+@st.composite
+def _configs(draw: st.DrawFn) -> AdaptiveLimiterConfig:
+    window = draw(_SECONDS)
+    repeat = draw(_FRACTION)
+    return AdaptiveLimiterConfig(
+        min_fill_rate=draw(st.floats(1e-3, 1e4)), min_capacity=draw(st.floats(1.0, 1e4)),
+        burst=draw(st.floats(1e-3, 3600.0)), measurement_window=window,
+        reaction_time=draw(st.floats(0.001, window)), recovery_time=draw(_SECONDS),
+        quick_recovery_time=draw(_SECONDS), probe_doubling_time=draw(_SECONDS), settle_time=draw(_SECONDS),
+        max_rate_growth=draw(st.floats(0.1, 100.0)), utilization=draw(_FRACTION), repeat_decrease=repeat,
+        min_repeat_decrease=draw(st.floats(0.01, repeat)), stable_change=draw(st.floats(0.0, 1.0)),
+        growth_margin=draw(st.floats(0.0, 1.0)),
+    )
+
+
+_REPORTS = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 1e-6, 0.01, 0.3, 2.0, 700.0]),  # seconds since the last report
+        st.integers(0, 50), st.integers(0, 3),  # successes, failures
+        st.lists(st.sampled_from([-1.0, -0.2, -0.01, 0.0, None]), max_size=4),  # throttles: sent (None: free)
+        st.booleans(), st.sampled_from([-1.0, 0.0, 0.05, 10.0]), st.integers(0, 3),  # want, max_wait, give back
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=100)
+@given(config=_configs(), reports=_REPORTS)
+def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
+    redis_server: RedisServer, config: AdaptiveLimiterConfig, reports: list[Any]
+) -> None:
+    """Whatever the (valid) settings and the reports, the script never answers NaN or infinity: the fill rate stays
+    at or above min_fill_rate, the tokens at or below the capacity, and the counts of tokens taken in only grow."""
+    c = config
+    head = [fmt(x.total_seconds() if isinstance(x, timedelta) else x) for x in (  # (durations are floats here)
+        c.utilization, c.repeat_decrease, c.min_repeat_decrease, c.reaction_time, c.measurement_window,
+        c.recovery_time, c.quick_recovery_time, c.stable_change, c.settle_time, c.probe_doubling_time, c.burst,
+        c.growth_margin, c.max_rate_growth, c.min_fill_rate, c.min_capacity,
+    )]
+    key = f"prop:{uuid.uuid4().hex}"
+    now, accrued = 1.7e9, 0.0
+    with redis.Redis.from_url(redis_server.url) as client:
+        for gap, ok, failed, sends, want, max_wait, give in reports:
+            now += gap
+            times = [fmt(0.0 if sent is None else now + sent) for sent in sends]
+            args = [*head, ok, failed, int(want), fmt(max_wait), give, 60000, fmt(now - gap), *times, repr(now)]
+            reply = client.eval(_VIRTUAL["limiter-asyncretry"].source, 1, key, *args)
+            numbers = [float(x) for x in reply]
+            assert all(math.isfinite(x) for x in numbers), reply
+            wait, fill, cap, tokens, now_accrued = numbers[1], numbers[3], numbers[4], numbers[5], numbers[11]
+            assert fill >= c.min_fill_rate * (1 - 1e-12)
+            assert tokens <= cap * (1 + 1e-12)
+            assert wait >= 0.0
+            assert now_accrued >= accrued
+            accrued = now_accrued
+        client.delete(key)

@@ -14,6 +14,7 @@ import pytest
 from asyncretry import (
     AdaptiveLimiterConfig,
     AdaptiveRateLimiter,
+    ConfigurationError,
     Event,
     EventBus,
     LimiterRateChanged,
@@ -21,7 +22,7 @@ from asyncretry import (
     Throttled,
 )
 from asyncretry._primitives._shared import RemoteLimiter
-from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
+from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend, RedisTokenBucket
 from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 from test_redis_bucket import CommandCounter
@@ -262,3 +263,48 @@ async def test_four_processes_share_one_default_profile_state_and_a_throttle_in_
         after = await read_all()
     assert len(set(after)) == 1
     assert after[-1] < before  # the last process slowed down for a throttle only the first one saw
+
+
+@pytest.mark.parametrize("first", ["aws", "asyncretry"])
+@pytest.mark.anyio
+async def test_two_profiles_on_one_name_are_a_configuration_error_not_an_outage_of_the_backend(
+    redis_server: RedisServer, prefix: str, first: str
+) -> None:
+    """A process whose limiter has another profile than the one that made the fleet's state is told so
+    (ConfigurationError, in both modes); the backend stays up for every other primitive on it. (A script that
+    failed on the other profile's fields was read as Redis being down: the whole backend failed open.)"""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        profiles = {"aws": AWS, "asyncretry": AdaptiveLimiterConfig()}
+        made = RedisAdaptiveRateLimiter(backend, profiles[first], name="api")
+        other = next(config for name, config in profiles.items() if name != first)
+        bucket = RedisTokenBucket(backend, 100, 10, name="api")
+        made.update(True)
+        await made.refresh()
+        for on_unavailable in ("fail_open", "fail_closed"):
+            wrong = RedisAdaptiveRateLimiter(backend, other, name="api", on_unavailable=on_unavailable)
+            with pytest.raises(ConfigurationError, match="profile"):
+                await wrong.acquire()
+            assert not wrong.statistics().degraded
+        assert backend.up
+        await bucket.acquire()
+        assert not bucket.statistics().degraded
+        assert (await made.refresh()).enabled
+
+
+@pytest.mark.anyio
+async def test_a_flushed_script_cache_is_taught_again_without_an_outage(redis_server: RedisServer, prefix: str) -> None:
+    """SCRIPT FLUSH (as a restarted or failed-over server has): the next round trip gets NOSCRIPT, sends the
+    script with EVAL and goes on from the fleet's state; nothing fails open."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        limiter = RedisAdaptiveRateLimiter(backend, name="api")
+        limiter.update(True)
+        await limiter.refresh()
+        assert limiter.enabled
+        await backend.client.script_flush()
+        before = backend.statistics().round_trips
+        limiter.update(False)
+        await limiter.refresh()
+        stats = limiter.statistics()
+        assert (stats.enabled, stats.degraded, stats.fallbacks) == (True, False, 0)
+        assert backend.statistics().round_trips == before + 2  # EVALSHA refused, then EVAL
+        assert backend.up

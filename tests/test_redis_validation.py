@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from asyncretry.redis import RedisBackend, RedisCircuitBreaker, RedisRetryQuota, RedisTokenBucket
+from asyncretry.redis import (
+    RedisAdaptiveRateLimiter,
+    RedisBackend,
+    RedisCircuitBreaker,
+    RedisRetryQuota,
+    RedisTokenBucket,
+)
 
 URL = "redis://127.0.0.1:1/0"  # never contacted: construction does no I/O
 
@@ -34,6 +40,10 @@ def breaker(**options: Any) -> object:
     return RedisCircuitBreaker(URL, **options)
 
 
+def limiter(**options: Any) -> object:
+    return RedisAdaptiveRateLimiter(URL, **options)
+
+
 def sentinel(**options: Any) -> object:
     settings = {"sentinels": [("127.0.0.1", 1)], "service_name": "primary", **options}
     return RedisBackend.sentinel(**settings)
@@ -41,7 +51,7 @@ def sentinel(**options: Any) -> object:
 
 DURATIONS = [("operation_timeout", backend), ("connect_timeout", backend), ("recovery_delay", backend),
              ("max_recovery_delay", backend), ("key_ttl", quota), ("key_ttl", breaker), ("probe_lease", breaker),
-             ("operation_timeout", sentinel)]
+             ("operation_timeout", sentinel), ("key_ttl", limiter)]
 NUMBERS = [("rate", bucket), ("capacity", bucket)]
 BAD_VALUES = [0, -1, 1e308, HUGE, math.nan, math.inf, -math.inf]
 WRONG_TYPES = ["1", None, b"1", [1], True]
@@ -105,8 +115,9 @@ def test_other_settings_are_refused_with_the_parameter_named(
 def test_the_largest_durations_are_accepted_and_a_timedelta_too() -> None:
     """Ten years of key_ttl and a day of recovery delay are fine; durations may be timedeltas."""
     quota = RedisRetryQuota(URL, key_ttl=timedelta(days=3650))
+    limiter = RedisAdaptiveRateLimiter(URL, key_ttl=timedelta(days=3650))
     breaker = RedisCircuitBreaker(URL, key_ttl=10 * 365 * 86400, probe_lease=timedelta(hours=24))
     backend = RedisBackend(URL, recovery_delay=86400, max_recovery_delay=86400)
     assert backend.statistics().up
-    for made in (quota.backend, breaker.backend, backend):
+    for made in (quota.backend, breaker.backend, limiter.backend, backend):
         asyncio.run(made.aclose())

@@ -58,7 +58,7 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._validate import check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num
+from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
 from ._scripts import LIMITER, LIMITER_ASYNCRETRY
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
@@ -139,8 +139,8 @@ class RedisAdaptiveRateLimiter(_Linked):
             :class:`~asyncretry.BackendUnavailable` from :meth:`acquire`.
         sync_interval: while the fleet's limiter is not enabled, the longest a process goes without a
             round trip (to learn that another process was throttled), seconds (> 0, default 0.25).
-        key_ttl: seconds an unused limiter is kept on Redis (> 0, default 600); an expired one starts
-            again disabled, like a fresh limiter.
+        key_ttl: seconds an unused limiter is kept on Redis (> 0 and <= ten years, default 600); an expired
+            one starts again disabled, like a fresh limiter.
         clock: the time source; defaults to the running loop's clock.
         events: where :class:`~asyncretry.Throttled`, :class:`~asyncretry.LimiterRateChanged` and the
             backend's events go; defaults to the global bus.
@@ -156,6 +156,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_echo_guard",
         "_failed",
         "_fallback",
+        "_first_answer",
         "_free_until",
         "_give",
         "_key_ttl_ms",
@@ -200,7 +201,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._wait_time = 0.0
         self._bus = events if events is not None else GLOBAL_EVENTS
         self._sync_interval = check_seconds("sync_interval", sync_interval, low_open=True)
-        self._key_ttl_ms = math.ceil(check_seconds("key_ttl", key_ttl, low_open=True) * 1000)
+        self._key_ttl_ms = ttl_ms(key_ttl)
         self._link = _Link(
             redis, kind="limiter", name=name, on_unavailable=on_unavailable, events=self._bus,
             clock=clock if clock is not None else DEFAULT_CLOCK,
@@ -223,6 +224,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             )
         self._echo_guard = _seconds(c.measurement_window) / 10
         self._reported = 0  # responses not yet reported to the fleet
+        self._first_answer = 0.0  # when the first of them came (local clock)
         self._throttled = 0  # of those, throttles
         self._sends: list[float] = []  # the send times of those throttles (local clock), for the default profile
         self._offset = 0.0  # the server's clock less this process's, as of the last round trip
@@ -307,18 +309,23 @@ class RedisAdaptiveRateLimiter(_Linked):
         if not granted:
             self._timeouts += 1
             raise RateLimitTimeout(name=self.name, wait=wait, timeout=max_wait if max_wait is not None else 0.0)
-        self._acquires += 1
         if wait > 0.0:
             await self._wait_for(due, wait, max_wait)
+        self._acquires += 1
 
     async def _wait_for(self, due: float, wait: float, max_wait: float | None) -> None:
         """Sleep until the fleet's bucket has taken in ``due`` tokens, re-planning every ``sync_interval``.
 
         The fleet's rate may change while this call sleeps (a throttle elsewhere cuts it, CUBIC grows
         it back): the call then wakes when its token is really due, not when it was first predicted.
+        If the fleet's state is lost meanwhile (Redis restarted without persistence, the key evicted),
+        the reservation went with it: the call goes, as the fresh state's other calls do.
         """
         clock = self._clock
         started = clock.now()
+        # The fleet's bucket counts the tokens it took in since it was created: fewer later means a new bucket.
+        accrued = self._view.accrued
+        reserved_at = self._view.seen_at + self._offset  # the server's time of the reservation
         self._reserved += 1
         done = False
         try:
@@ -331,14 +338,18 @@ class RedisAdaptiveRateLimiter(_Linked):
                 # throttle) makes the token later, and a request sent at the old rate would be throttled.
                 if await self._run(want=False, max_wait=None) is not None:
                     view = self._view
+                    if not view.enabled or view.accrued < accrued:
+                        break  # the state that held the reservation is gone (nothing to hand back)
                     remaining = (due - view.accrued) / view.fill_rate
-                if max_wait is not None and clock.now() - started + remaining > max_wait:
+                    # On the server's clock, from the reservation to this check: the time the answers took to
+                    # come back is not waiting for the token (nor is this check's, if slower than the first).
+                    waited = view.seen_at + self._offset - reserved_at
+                else:
+                    waited = clock.now() - started
+                if max_wait is not None and waited + remaining > max_wait:
                     # A rate cut while this call slept pushed its token past the caller's limit.
                     self._timeouts += 1
-                    self._acquires -= 1
-                    raise RateLimitTimeout(
-                        name=self.name, wait=clock.now() - started + remaining, timeout=max_wait
-                    )
+                    raise RateLimitTimeout(name=self.name, wait=waited + remaining, timeout=max_wait)
             done = True
         finally:
             self._reserved -= 1
@@ -372,6 +383,8 @@ class RedisAdaptiveRateLimiter(_Linked):
         """
         # The local shadow, the fail-open fallback, sees every response.
         self._fallback.update(throttled, reason=reason, sent_at=sent_at, failed=failed)
+        if not self._reported and not self._aws:
+            self._first_answer = self._clock.now()  # the first answer the next report carries
         self._updates += 1
         self._reported += 1
         if throttled:
@@ -391,7 +404,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         elif failed:
             self._failed += 1
 
-    async def refresh(self) -> LimiterStatistics:
+    async def refresh(self) -> RedisLimiterStatistics:
         """Report this process's responses and read the fleet's state now (one round trip)."""
         await self._run(want=False, max_wait=None)
         return self.statistics()
@@ -453,9 +466,12 @@ class RedisAdaptiveRateLimiter(_Linked):
         else:
             # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
             sends, offset, self._sends = self._sends, self._offset, []
+            # (the offset is known once a round trip came back: before, the script takes its own time)
+            known = responses and not math.isnan(self._view.seen_at)
             args = (
                 *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
-                fmt(max_wait), give, self._key_ttl_ms, *(fmt(max(sent + offset, 0.0)) for sent in sends),
+                fmt(max_wait), give, self._key_ttl_ms, fmt(max(self._first_answer + offset, 0.0)) if known else "-1",
+                *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)

@@ -217,6 +217,24 @@ for _, e in ipairs(events) do table.insert(reply, e) end
 return reply
 """)
 
+# The two limiter scripts keep different fields under the same key: a process whose profile differs from the
+# one that made the state is told so (a WRONGTYPE reply: a ConfigurationError), rather than failing on a missing
+# field (an error the backend would take for Redis being down, failing every primitive on it open).
+_WRONG_PROFILE = """
+local WRONG_PROFILE = 'WRONGTYPE the key holds the fleet limiter state of the other profile ' ..
+  '(every process must give a limiter name the same AdaptiveLimiterConfig)'
+"""
+
+# The server's clock may step back (an NTP step, a failover to a replica whose clock is behind). A limiter's
+# clock does not: the times its state holds would lie in the future, which held the rate at the floor (a
+# decrease "after now") and made every throttle an echo until the server's clock caught up. 'sk' is how far
+# the state's clock is ahead of the server's; a step forward is taken as it comes (it looks like idle time).
+_MONOTONIC = """
+if v.sk == nil then v.sk = 0 end
+now = now + v.sk
+if now < v.ts then v.sk = v.sk + (v.ts - now); now = v.ts end
+"""
+
 # Both limiter scripts end the same way: take the token the call asked for (or say how long to wait
 # for it, refusing a wait beyond max_wait) and store the state.
 _GRANT_AND_SAVE = """local granted, wait, due = 1, 0, v.acc
@@ -237,7 +255,7 @@ for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[
 redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)"""
 
-LIMITER = Script("limiter", _PRELUDE + """
+LIMITER = Script("limiter", _PRELUDE + _WRONG_PROFILE + """
 -- The fleet's adaptive limiter: one CUBIC state (SPEC section 5) fed by every process's responses, and
 -- one token bucket at its fill rate that every process takes its tokens from (debt = queue, as BUCKET).
 -- 'acc' counts every token that ever came into the bucket (refill and hand-backs): a reservation is due
@@ -250,15 +268,16 @@ local beta, C, smoothing, width = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber
 local min_fill, min_cap, growth = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local responses, throttles, want = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_wait, give, ttl = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc'}
+local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc', 'sk'}
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
+if v.en ~= nil and v.lb == nil then return redis.error_reply(WRONG_PROFILE) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, mr = 0, lb = math.floor(now), cnt = 0,
-       wmax = 0, ltt = now, k = 0, acc = 0}
+       wmax = 0, ltt = now, k = 0, acc = 0, sk = 0}
 end
-local function add(amount)
+""" + _MONOTONIC + """local function add(amount)
   local before = v.tok
   v.tok = math.min(v.cap, v.tok + amount)
   if v.tok > before then v.acc = v.acc + (v.tok - before) end
@@ -295,7 +314,7 @@ return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax
         f(v.acc), f(due)}
 """)
 
-LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + """
+LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + _WRONG_PROFILE + """
 -- The fleet's adaptive limiter, default ("asyncretry") profile: AsyncretryRateController's rules applied to
 -- the whole fleet's responses, and one token bucket at the resulting fill rate that every process takes its
 -- tokens from (as LIMITER). Time is the server's: the processes send the send times of their throttled
@@ -308,8 +327,9 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + """
 --       quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
 --       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
---       give_back, ttl_ms (16-21), then the send times of the reported throttles (server clock, any order;
---       0 for a request its process sent free, before it heard that the limiter was enabled)
+--       give_back, ttl_ms (16-21), when the first of the reported answers came (22: server clock, -1: none),
+--       then the send times of the reported throttles (server clock, any order; 0 for a request its process
+--       sent free, before it heard that the limiter was enabled)
 local util, repeat_cut, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local reaction, window, slow = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local quick, stable, settle = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -317,25 +337,27 @@ local doubling, burst, margin = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber
 local growth, min_fill, min_cap = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local ok, failed, want = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local max_wait, give, ttl = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
+local first_answer = tonumber(ARGV[22])
 local sends = {}
-for i = 22, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
+for i = 23, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
 table.sort(sends)
 local SLOTS = 21
 local width = window / 20
 local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'ans', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
-                'stab', 'st', 'first', 'fs', 'ft', 'gh'}
+                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk'}
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'g' .. i) end
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'a' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
+if v.en ~= nil and v.gh == nil then return redis.error_reply(WRONG_PROFILE) end
 if v.en == nil then
   v = {en = 0, fill = min_fill, cap = min_cap, tok = 0, ts = now, acc = 0, srv = 0, ans = 0, dec = -1, est = 0,
        rec = quick, frac = util, mkt = now, mks = 0, stab = now, st = 0, first = -1, fs = 0, ft = 0,
-       gh = math.floor(now / width)}
+       gh = math.floor(now / width), sk = 0}
   for i = 0, SLOTS - 1 do v['g' .. i] = 0; v['a' .. i] = 0 end
 end
-local function add(amount)
+""" + _MONOTONIC + """local function add(amount)
   local before = v.tok
   v.tok = math.min(v.cap, v.tok + amount)
   if v.tok > before then v.acc = v.acc + (v.tok - before) end
@@ -359,8 +381,13 @@ v['a' .. slot] = v['a' .. slot] + answered
 v.srv = v.srv + ok
 v.ans = v.ans + answered
 if v.mks < 0 and now >= v.mkt then v.mkt = now; v.mks = v.srv end
--- the first answer, not the first round trip (a process may connect long before it sends)
-if v.first < 0 and answered > 0 then v.first = now end
+-- the fleet's first answer: not its first round trip (a process may connect long before it sends), nor the
+-- report that carried it (until the limiter is enabled a process reports every sync_interval)
+if answered > 0 then
+  local at = now
+  if first_answer >= 0 then at = math.min(now, math.max(first_answer, now - window)) end
+  if v.first < 0 or at < v.first then v.first = at end
+end
 -- the rate of g (or a) over about the last span seconds: whole slots, the current one partly
 local function rate(prefix, span)
   local n = math.max(1, math.min(SLOTS, math.floor(span / width + 0.5)))
