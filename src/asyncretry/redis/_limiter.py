@@ -383,7 +383,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         """
         # The local shadow, the fail-open fallback, sees every response.
         self._fallback.update(throttled, reason=reason, sent_at=sent_at, failed=failed)
-        if not self._reported and not self._aws:
+        if not self._reported:
             self._first_answer = self._clock.now()  # the first answer the next report carries
         self._updates += 1
         self._reported += 1
