@@ -466,11 +466,10 @@ class RedisAdaptiveRateLimiter(_Linked):
         else:
             # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
             sends, offset, self._sends = self._sends, self._offset, []
-            # (the offset is known once a round trip came back: before, the script takes its own time)
-            known = responses and not math.isnan(self._view.seen_at)
             args = (
                 *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
-                fmt(max_wait), give, self._key_ttl_ms, fmt(max(self._first_answer + offset, 0.0)) if known else "-1",
+                fmt(max_wait), give, self._key_ttl_ms,
+                fmt(max(self._first_answer + offset, 0.0)) if responses else "-1",
                 *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
