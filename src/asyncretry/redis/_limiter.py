@@ -156,7 +156,6 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_echo_guard",
         "_failed",
         "_fallback",
-        "_first_answer",
         "_free_until",
         "_give",
         "_key_ttl_ms",
@@ -224,7 +223,6 @@ class RedisAdaptiveRateLimiter(_Linked):
             )
         self._echo_guard = _seconds(c.measurement_window) / 10
         self._reported = 0  # responses not yet reported to the fleet
-        self._first_answer = 0.0  # when the first of them came (local clock)
         self._throttled = 0  # of those, throttles
         self._sends: list[float] = []  # the send times of those throttles (local clock), for the default profile
         self._offset = 0.0  # the server's clock less this process's, as of the last round trip
@@ -383,8 +381,6 @@ class RedisAdaptiveRateLimiter(_Linked):
         """
         # The local shadow, the fail-open fallback, sees every response.
         self._fallback.update(throttled, reason=reason, sent_at=sent_at, failed=failed)
-        if not self._reported:
-            self._first_answer = self._clock.now()  # the first answer the next report carries
         self._updates += 1
         self._reported += 1
         if throttled:
@@ -468,9 +464,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
                 *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
-                fmt(max_wait), give, self._key_ttl_ms,
-                fmt(max(self._first_answer + offset, 0.0)) if responses else "-1",
-                *(fmt(max(sent + offset, 0.0)) for sent in sends),
+                fmt(max_wait), give, self._key_ttl_ms, *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)

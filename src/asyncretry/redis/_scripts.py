@@ -327,9 +327,8 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + _WRONG_PROFILE + ""
 --       quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
 --       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
---       give_back, ttl_ms (16-21), when the first of the reported answers came (22: server clock, -1: none),
---       then the send times of the reported throttles (server clock, any order; 0 for a request its process
---       sent free, before it heard that the limiter was enabled)
+--       give_back, ttl_ms (16-21), then the send times of the reported throttles (server clock, any order;
+--       0 for a request its process sent free, before it heard that the limiter was enabled)
 local util, repeat_cut, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local reaction, window, slow = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local quick, stable, settle = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -337,9 +336,8 @@ local doubling, burst, margin = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber
 local growth, min_fill, min_cap = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local ok, failed, want = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local max_wait, give, ttl = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
-local first_answer = tonumber(ARGV[22])
 local sends = {}
-for i = 23, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
+for i = 22, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
 table.sort(sends)
 local SLOTS = 21
 local width = window / 20
@@ -381,13 +379,8 @@ v['a' .. slot] = v['a' .. slot] + answered
 v.srv = v.srv + ok
 v.ans = v.ans + answered
 if v.mks < 0 and now >= v.mkt then v.mkt = now; v.mks = v.srv end
--- the fleet's first answer: not its first round trip (a process may connect long before it sends), nor the
--- report that carried it (until the limiter is enabled a process reports every sync_interval)
-if answered > 0 then
-  local at = now
-  if first_answer >= 0 then at = math.min(now, math.max(first_answer, now - window)) end
-  if v.first < 0 or at < v.first then v.first = at end
-end
+-- the first answer, not the first round trip (a process may connect long before it sends)
+if v.first < 0 and answered > 0 then v.first = now end
 -- the rate of g (or a) over about the last span seconds: whole slots, the current one partly
 local function rate(prefix, span)
   local n = math.max(1, math.min(SLOTS, math.floor(span / width + 0.5)))
