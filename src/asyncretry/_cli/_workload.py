@@ -51,10 +51,11 @@ CONFIGURATIONS = ("none", "naive", "standard", "adaptive", "budget")
 # (2 s, against 1.8 s) tripped as the outage ended, or not, by chance, and one of 0.5 s trips only after
 # about 25 failures, enough for the adaptive limiter to read the outage as one and probe for its end at
 # 0.5/s, once every 2 s. Ten failures in a row come within 0.1-0.2 s of the outage's start at the demo's
-# send rates (every request fails then) and never from the server's 3% of transient 503s, nor from a
-# throttled stretch where half the sends get through. Open, the breaker probes every 0.5 s: its fourth
-# probe comes 0.2-0.35 s after the demo's 2-s outage ends, well clear of the outage's last instant (a probe
-# that lands there fails, and one just after it meets the server's bucket still empty: a 429).
+# send rates (every request fails then), and practically never from the server's 3% of transient 503s or
+# from a throttled stretch where half the sends get through (standard mode tripped once, in the outage, in
+# each of 64 virtual runs). Open, the breaker probes every 0.5 s: its fourth probe comes 0.2-0.35 s after
+# the demo's 2-s outage ends, well clear of the outage's last instant (a probe that lands there fails, and
+# one just after it meets the server's bucket still empty: a 429).
 DEMO_BREAKER = CircuitBreakerConfig(failure_ratio=None, consecutive_failures=10, break_duration=0.5)
 """The breaker of the standard, adaptive and budget configurations: trips after 10 failures in a row,
 probes every 0.5 s."""
