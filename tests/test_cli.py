@@ -7,19 +7,21 @@ import random
 import sys
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from rich.console import Console
 
-from asyncretry import DeliveryPolicy, ExponentialBackoff
+from asyncretry import GLOBAL_EVENTS, BreakerStateChanged, DeliveryPolicy, ExponentialBackoff
 from asyncretry._cli import main
 from asyncretry._cli._args import capacity_schedule
 from asyncretry._cli._policies import GROUPS, option_names, resolve
+from asyncretry._cli._possible import ideal_sends, possible_successes
 from asyncretry._cli._report import live_progress
 from asyncretry._cli._schedule import delays
-from asyncretry._cli._server import DemoServer, demo_scenario
-from asyncretry._cli._workload import RunResult, Tally, Workload, configurations
-from asyncretry._simulation import Scenario
+from asyncretry._cli._server import DemoServer, demo_scenario, serve
+from asyncretry._cli._workload import RunResult, Tally, Workload, configurations, run_configuration
+from asyncretry._simulation import Scenario, SimulatedServer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -276,10 +278,11 @@ def test_simulate_compares_hedged_twins_against_a_slow_tail(capsys: pytest.Captu
 
 
 def test_demo_scenario_scales_with_demand() -> None:
-    """The demo's capacity script: room to spare, a cut, an outage, a deeper cut, room again; scaled to demand."""
-    scenario = demo_scenario(10.0, 100.0)
-    assert scenario.schedule == ((0.0, 150.0), (2.0, 50.0), (4.5, 0.0), (6.0, 30.0), (8.0, 150.0))
-    assert scenario.duration == 10.0
+    """The demo's capacity script: room to spare, a cut to half the demand, an outage, room again; scaled to the
+    demand and the duration (2 s of outage in the default 12 s)."""
+    scenario = demo_scenario(12.0, 100.0)
+    assert scenario.schedule == ((0.0, 150.0), (3.0, 50.0), (6.0, 0.0), (8.0, 150.0))
+    assert scenario.duration == 12.0
     with pytest.raises(ValueError, match="duration"):
         demo_scenario(0.0, 100.0)
 
@@ -324,12 +327,13 @@ def test_run_result_figures() -> None:
     result = RunResult(
         name="x", scenario=scenario, workload=Workload(clients=2, rate=10.0, duration=10.0), requests=4,
         succeeded=3, failures={"429": 1}, attempts=6, retries=2, throttled_attempts=3, breaker_trips=None,
-        latencies=(0.1, 0.2, 0.3, 0.4), trace=server.trace, fill_rate=(),
+        latencies=(0.1, 0.2, 0.3, 0.4), trace=server.trace, fill_rate=(), possible=4,
     )
     assert result.amplification == 1.5
     assert result.throttled_fraction == 0.5
     assert result.goodput == 0.3
-    assert result.possible_goodput == 5.0  # 10/s for 5 s of 10, capped by a demand of 20/s
+    assert result.possible_goodput == 0.4
+    assert result.share == 0.75
     assert result.latency(0.5) == 0.2
     assert result.latency(0.99) == 0.4
     assert result.failed == 1
@@ -385,3 +389,102 @@ def test_the_live_progress_lines_are_never_cut_short_at_any_width(width: int) ->
         assert "…" not in line
         assert all(figure in line for figure in ("11930", "34%", "1234"))
     assert any("requests" in line for line in lines) == (width >= 120)
+
+
+# --- the share's yardstick: what an ideal fleet of the same clients gets
+
+
+def test_possible_successes_is_the_demand_when_capacity_is_to_spare() -> None:
+    """With capacity to spare, the ideal fleet gets every request it wants: clients x rate x duration."""
+    scenario = Scenario(name="t", schedule=((0.0, 100.0),), duration=10.0)
+    assert possible_successes(scenario, clients=2, rate=10.0, burst=0.2, latency=0.01) == 2 * 10 * 10
+
+
+def test_possible_successes_is_the_capacity_and_the_burst_when_capacity_is_short() -> None:
+    """Below the demand, the ideal fleet gets the bucket's burst and then one request per token."""
+    scenario = Scenario(name="t", schedule=((0.0, 10.0), (5.05, 0.0)), duration=10.0)
+    # 2 tokens at the start (0.2 s of 10/s), one every 0.1 s until 5.05 s (50), nothing in the outage
+    assert possible_successes(scenario, clients=4, rate=10.0, burst=0.2, latency=0.0) == 2 + 50
+
+
+def test_possible_successes_counts_what_waited_for_a_rise() -> None:
+    """Requests that waited while the capacity was short are served once it rises, on top of the demand: the
+    capacity capped by the demand, stretch by stretch, is not an upper bound, the ideal fleet's count is."""
+    scenario = Scenario(name="t", schedule=((0.0, 10.0), (5.0, 100.0)), duration=10.0)
+    capped = sum(min(c, 40.0) * (end - start) for start, end, c in scenario.segments())  # 50 + 200
+    possible = possible_successes(scenario, clients=20, rate=2.0, burst=0.2, latency=0.0)
+    assert possible >= capped + 20  # each of the 20 clients had a request waiting at the rise
+
+
+def test_the_ideal_fleet_is_never_throttled() -> None:
+    """Replayed through the demo server's own token bucket, every send of the ideal fleet is admitted."""
+    scenario = demo_scenario(12.0, 100.0)
+    sends = ideal_sends(scenario, clients=50, rate=2.0, burst=0.2, latency=0.02)
+    bucket = SimulatedServer(scenario, burst=0.2)
+    assert len(sends) == possible_successes(scenario, clients=50, rate=2.0, burst=0.2, latency=0.02) > 800
+    assert all(bucket.admit(sent) for sent in sends)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", ["none", "naive", "standard", "adaptive", "budget"])
+async def test_no_configuration_beats_the_ideal_fleet(name: str) -> None:
+    """On the demo's server (in virtual time), every configuration's successes stay within the possible ones."""
+    result = await _demo_run(name, seed=1)
+    assert 0.8 < result.share <= 1.0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("seed", [0, 3])
+async def test_the_demo_breaker_trips_once_early_in_the_outage_and_closes_soon_after_it(seed: int) -> None:
+    """The demo's breaker does the same at every seed: it trips within 0.3 s of the outage's start, stays open
+    through it, closes within 0.5 s of its end and never trips elsewhere; adaptive's share is at least 90%."""
+    events: list[BreakerStateChanged] = []
+    undo = GLOBAL_EVENTS.subscribe(lambda e: events.append(e) if isinstance(e, BreakerStateChanged) else None)
+    try:
+        start = anyio.current_time()
+        result = await _demo_run("adaptive", seed=seed)
+    finally:
+        undo()
+    trips = [e.time - start for e in events if (e.old_state, e.new_state) == ("closed", "open")]
+    closes = [e.time - start for e in events if e.new_state == "closed"]
+    assert result.breaker_trips == len(trips) == 1
+    assert 6.0 < trips[0] < 6.3  # the outage: 6 s to 8 s of 12
+    assert len(closes) == 1
+    assert 8.0 < closes[0] < 8.5
+    assert result.share >= 0.9
+
+
+async def _demo_run(name: str, *, seed: int) -> RunResult:
+    """One configuration of the default demo (50 clients, 2/s, 12 s) against the demo's server, in memory."""
+    workload = Workload(clients=50, rate=2.0, duration=12.0, seed=seed)
+    server = DemoServer(demo_scenario(12.0, workload.demand), rng=random.Random(seed).random)
+    (configuration,) = configurations([name], profiles=("asyncretry",))
+    return await run_configuration(configuration, workload, server, httpx.MockTransport(server.handle), "http://t")
+
+
+@pytest.mark.real_time
+def test_the_demo_server_answers_at_once_on_reused_connections() -> None:
+    """Answers on kept-alive connections are not held back: with Nagle's algorithm on, the body the server sends
+    after the headers waited for the client's delayed ACK, about 40 ms, however fast the server was."""
+
+    async def main() -> float:
+        server = DemoServer(Scenario(name="t", schedule=((0.0, 1e6),), duration=60.0), transient=0.0, latency=0.0)
+        async with serve(server.asgi) as url:
+            server.start()
+            limits = httpx.Limits(max_connections=10, max_keepalive_connections=10)
+            async with httpx.AsyncClient(base_url=url, limits=limits) as client:
+                took: list[float] = []
+
+                async def one_client() -> None:
+                    for _ in range(10):
+                        began = anyio.current_time()
+                        await client.get("/")
+                        took.append(anyio.current_time() - began)
+                        await anyio.sleep(0.01)
+
+                async with anyio.create_task_group() as tg:
+                    for _ in range(10):
+                        tg.start_soon(one_client)
+        return sorted(took)[len(took) // 2]
+
+    assert anyio.run(main, backend="asyncio") < 0.02  # with the stall: 40 ms for most answers

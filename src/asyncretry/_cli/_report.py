@@ -76,9 +76,10 @@ def live_progress(
 
 
 COLUMNS_NOTE = (
-    "requests: requests made; ok/s: successful requests per second; share: of the goodput the capacity "
-    "allowed; 429s: share of sends answered 429; sends/req: sends per request (retries included); trips: "
-    "breaker trips; p50, p99: latency per request, retries and waits included; failed: requests that failed."
+    "requests: requests made; ok/s: successful requests per second; share: of the goodput of an ideal "
+    "fleet that sends each request when the server can admit it; 429s: share of sends answered 429; "
+    "sends/req: sends per request (retries included); trips: breaker trips; p50, p99: latency per request, "
+    "retries and waits included; failed: requests that failed."
 )
 """What the columns of :func:`results_table` mean, for its caption."""
 
@@ -93,13 +94,11 @@ def results_table(results: Sequence[RunResult], *, title: str, caption: str | No
     for header in ("requests", "ok/s", "share", "429s", "sends/\nreq", "trips", "p50", "p99", "failed"):
         table.add_column(header, justify="right", no_wrap=True)
     for r in results:
-        possible = r.possible_goodput
-        share = r.goodput / possible if possible else math.nan
         table.add_row(
             r.name,
             f"{r.requests}",
             f"{r.goodput:.1f}",
-            percent(share),
+            percent(r.share),
             percent(r.throttled_fraction),
             f"{r.amplification:.2f}x" if r.requests else "-",
             "-" if r.breaker_trips is None else f"{r.breaker_trips}",

@@ -81,9 +81,6 @@ async def _simulate(
     configuration: Configuration, workload: Workload, scenario: Scenario, latency: float, transient: float,
     on_tick: Callable[[Tally], None], slow: float = 0.0,
 ) -> RunResult:
-    # The limiters the engine builds draw their token phase from the global generator: seed it too, so that
-    # a run is reproducible from --seed.
-    random.seed(workload.seed)
     server = DemoServer(
         scenario, latency=latency, transient=transient, rng=random.Random(workload.seed).random,
         bin_width=max(0.25, scenario.duration / 200), slow=slow,
