@@ -252,7 +252,7 @@ def test_outcomes_of_calls_admitted_before_the_trip_are_ignored() -> None:
     breaker.release(late[2])
     assert breaker.statistics() == opened
     clock.advance(5)
-    assert breaker.acquire() is True
+    assert breaker.acquire() == 1  # the first half-open period's ticket
 
 
 # -- half-open state
@@ -266,21 +266,21 @@ def test_half_open_admits_exactly_the_configured_probes() -> None:
     trip(breaker)
     clock.advance(5)
     probes = [breaker.acquire() for _ in range(3)]
-    assert probes == [True, True, True]
+    assert probes == [1, 1, 1]  # tickets of the first half-open period
     with pytest.raises(CircuitOpenError) as err:
         breaker.acquire()
     assert (err.value.state, err.value.retry_after) == ("half_open", 5.0)
     assert breaker.statistics().probes_in_flight == 3
-    breaker.record_success(True)
+    breaker.record_success(probes[0])
     assert breaker.state is HALF_OPEN
     with pytest.raises(CircuitOpenError):
         breaker.acquire()  # a successful probe keeps its slot: three probes per half-open period at most
-    breaker.record_success(True)
+    breaker.record_success(probes[1])
     assert breaker.state is CLOSED
     assert recorder.events[-1].reason == "2 probes succeeded"
-    breaker.record_success(True)  # the third probe ends after the close: counted as a normal call
+    breaker.record_success(probes[2])  # the third probe ends after the close: counted as a normal call
     assert breaker.statistics().successes == 1
-    assert breaker.acquire() is False
+    assert breaker.acquire() == 0
 
 
 @pytest.mark.anyio
@@ -317,6 +317,93 @@ async def test_half_open_admits_n_probes_among_concurrent_callers() -> None:
     assert breaker.state is CLOSED
 
 
+def test_with_failures_to_reopen_one_unlucky_probe_does_not_cost_a_break() -> None:
+    """Three probes, two to close, two to re-open: one failed probe among two successes still closes."""
+    breaker, clock, recorder = make(
+        minimum_throughput=2, break_duration=5, half_open_max_probes=3, half_open_successes_to_close=2,
+        half_open_failures_to_reopen=2,
+    )
+    trip(breaker)
+    clock.advance(5)
+    probes = [breaker.acquire() for _ in range(3)]
+    assert probes == [1, 1, 1]
+    breaker.record_failure(probes[0])  # a transient error of a recovered backend
+    assert breaker.state is HALF_OPEN
+    with pytest.raises(CircuitOpenError):
+        breaker.acquire()  # a failed probe keeps its slot too: its outcome counts towards the decision
+    breaker.record_success(probes[1])
+    assert breaker.state is HALF_OPEN
+    breaker.record_success(probes[2])
+    assert breaker.state is CLOSED
+    assert recorder.events[-1].reason == "2 probes succeeded"
+    assert breaker.statistics().break_duration == 5
+
+
+def test_with_failures_to_reopen_the_probes_majority_reopens_and_grows_the_break() -> None:
+    """Two failed probes of three re-open the circuit for the grown break, whatever the third does later."""
+    breaker, clock, recorder = make(
+        minimum_throughput=2, break_duration=1, break_duration_multiplier=2, half_open_max_probes=3,
+        half_open_successes_to_close=2, half_open_failures_to_reopen=2,
+    )
+    trip(breaker)
+    clock.advance(1)
+    probes = [breaker.acquire() for _ in range(3)]
+    breaker.record_failure(probes[0])
+    breaker.record_failure(probes[1])
+    assert breaker.state is OPEN
+    assert (recorder.events[-1].reason, recorder.events[-1].break_duration) == ("2 probes failed", 2)
+    breaker.record_success(probes[2])  # finishes after the re-open: ignored
+    stats = breaker.statistics()
+    assert (stats.state, stats.retry_after, stats.probes_in_flight) == (OPEN, 2, 0)
+    clock.advance(2)
+    assert breaker.acquire() == 2  # a new half-open period counts afresh: one failure does not re-open
+    breaker.record_failure(2)
+    assert breaker.state is HALF_OPEN
+
+
+def test_a_released_probe_frees_its_slot_but_casts_no_vote() -> None:
+    """A cancelled probe neither closes nor re-opens: its slot goes to the next caller."""
+    breaker, clock, _ = make(
+        minimum_throughput=2, break_duration=1, half_open_max_probes=2, half_open_successes_to_close=1,
+        half_open_failures_to_reopen=2,
+    )
+    trip(breaker)
+    clock.advance(1)
+    first, second = breaker.acquire(), breaker.acquire()
+    breaker.record_failure(first)
+    breaker.release(second)
+    assert breaker.state is HALF_OPEN
+    third = breaker.acquire()
+    assert third == 1
+    breaker.record_failure(third)
+    assert breaker.state is OPEN
+
+
+def test_a_probe_that_outlives_its_half_open_period_casts_no_vote_in_the_next() -> None:
+    """Each half-open period hands out its own tickets: the outcome or the release of a probe from an
+    earlier period changes nothing in the current one."""
+    breaker, clock, _ = make(
+        minimum_throughput=2, break_duration=1, half_open_max_probes=4, half_open_successes_to_close=2,
+        half_open_failures_to_reopen=2,
+    )
+    trip(breaker)
+    clock.advance(1)
+    first_period = [breaker.acquire() for _ in range(4)]
+    breaker.record_failure(first_period[0])
+    breaker.record_failure(first_period[1])  # re-opened: first_period[2] and [3] are still running
+    clock.advance(1)
+    failed, running = breaker.acquire(), breaker.acquire()
+    assert failed == running == 2 != first_period[2]
+    breaker.record_failure(failed)
+    breaker.release(first_period[2])  # cancelled late: frees none of this period's slots
+    breaker.record_failure(first_period[3])  # late: without tickets this second failure would re-open it
+    stats = breaker.statistics()
+    assert (stats.state, stats.probes_in_flight) == (HALF_OPEN, 1)
+    breaker.record_success(running)
+    breaker.record_success(breaker.acquire())
+    assert breaker.state is CLOSED
+
+
 def test_a_failed_probe_reopens_with_a_grown_capped_break() -> None:
     """Each failed probe multiplies the break (1, 2, 4, then capped at 5); closing resets it to the base."""
     breaker, clock, recorder = make(
@@ -350,7 +437,7 @@ def test_release_frees_a_probe_slot() -> None:
         breaker.acquire()
     breaker.release(probe)
     assert breaker.state is HALF_OPEN
-    assert breaker.acquire() is True
+    assert breaker.acquire() == probe
 
 
 @pytest.mark.anyio
@@ -373,7 +460,7 @@ async def test_a_cancelled_probe_frees_its_slot() -> None:
         await guarded_call()
     assert scope.cancelled_caught
     assert breaker.state is HALF_OPEN
-    assert breaker.acquire() is True
+    assert breaker.acquire() == 1
 
 
 # -- manual control
@@ -393,7 +480,7 @@ def test_isolate_rejects_every_call_until_reset() -> None:
     breaker.reset()
     assert breaker.state is CLOSED
     assert breaker.statistics().failures == 0
-    assert breaker.acquire() is False
+    assert breaker.acquire() == 0
     fail(breaker)
     assert breaker.state is CLOSED  # the failure before isolate() was forgotten
     assert recorder.edges == [("closed", "isolated"), ("isolated", "closed")]
@@ -491,7 +578,7 @@ def test_the_default_breaker_uses_the_documented_defaults() -> None:
     assert breaker.config == CircuitBreakerConfig(
         failure_ratio=0.5, minimum_throughput=10, sampling_duration=30, consecutive_failures=None,
         break_duration=5, break_duration_multiplier=1, max_break_duration=300, half_open_max_probes=1,
-        half_open_successes_to_close=1,
+        half_open_successes_to_close=1, half_open_failures_to_reopen=1,
     )
 
 
@@ -508,6 +595,10 @@ def test_the_default_breaker_uses_the_documented_defaults() -> None:
         ("max_break_duration", 4, r"max_break_duration must be >= 5, got 4"),
         ("half_open_max_probes", 0, r"half_open_max_probes must be an integer >= 1, got 0"),
         ("half_open_successes_to_close", 2, r"half_open_successes_to_close must be an integer >= 1 and <= 1"),
+        ("half_open_failures_to_reopen", 0, r"half_open_failures_to_reopen must be an integer >= 1, got 0"),
+        ("half_open_failures_to_reopen", 2,
+         r"half_open_failures_to_reopen must be an integer from 1 to half_open_max_probes - "
+         r"half_open_successes_to_close \+ 1 = 1 .*got 2"),
     ],
 )
 def test_bad_config_names_the_parameter(field: str, value: object, message: str) -> None:
@@ -551,6 +642,7 @@ triggers = st.sampled_from([(None, 1), (None, 3), (0.25, None), (0.5, None), (1.
 def configs(draw: st.DrawFn) -> CircuitBreakerConfig:
     ratio, streak = draw(triggers)
     probes = draw(st.integers(1, 3))
+    to_close = draw(st.integers(1, probes))
     return CircuitBreakerConfig(
         failure_ratio=ratio,
         consecutive_failures=streak,
@@ -560,7 +652,8 @@ def configs(draw: st.DrawFn) -> CircuitBreakerConfig:
         break_duration_multiplier=draw(st.sampled_from([1.0, 2.0])),
         max_break_duration=8.0,
         half_open_max_probes=probes,
-        half_open_successes_to_close=draw(st.integers(1, probes)),
+        half_open_successes_to_close=to_close,
+        half_open_failures_to_reopen=draw(st.integers(1, probes - to_close + 1)),
     )
 
 
@@ -582,7 +675,7 @@ def test_every_transition_follows_a_legal_edge(
     """For any sequence of calls, outcomes, time steps and manual actions, every state change is legal."""
     breaker, clock, recorder = make()
     breaker = CircuitBreaker(config, clock=clock, name="api", events=recorder.bus)
-    in_flight: list[bool] = []
+    in_flight: list[int] = []
     rejections: list[CircuitOpenError] = []
     for op, seconds, pick in ops:
         if op in ("start", "fail", "succeed"):  # start a call and keep it running, or make a whole call

@@ -449,13 +449,13 @@ class AwaitedBreaker:
 
     name = "awaited"
 
-    async def acquire(self) -> bool:
-        return False
+    async def acquire(self) -> int:
+        return 0
 
-    async def record(self, *, success: bool, probe: bool) -> None:
+    async def record(self, *, success: bool, probe: int) -> None:
         await anyio.lowlevel.checkpoint()
 
-    def release(self, probe: bool) -> None:
+    def release(self, probe: int) -> None:
         pass
 
     def statistics(self) -> BreakerStatistics:

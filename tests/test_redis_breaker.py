@@ -83,11 +83,11 @@ async def test_half_open_admits_one_probe_in_the_whole_fleet(redis_server: Redis
         await fail(a, 4)
         await anyio.sleep(0.12)
         assert a.state is BreakerState.HALF_OPEN  # extrapolated from the last round trip, without one
-        assert await a.acquire() is True
+        assert await a.acquire() == 1  # the fleet's first half-open period
         with pytest.raises(CircuitOpenError, match="half-open"):
             await b.acquire()
-        await a.record(success=True, probe=True)
-        assert await b.acquire() is False
+        await a.record(success=True, probe=1)
+        assert await b.acquire() == 0
         assert b.statistics().state is BreakerState.CLOSED
 
 
@@ -110,6 +110,65 @@ async def test_a_failed_probe_reopens_with_a_longer_break(redis_server: RedisSer
 
 
 @pytest.mark.anyio
+async def test_the_fleets_probes_vote_when_failures_to_reopen_is_above_one(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Three probes across two processes, two to close or re-open: one failure among them is outvoted."""
+    config = CircuitBreakerConfig(consecutive_failures=1, failure_ratio=None, break_duration=0.02,
+                                  break_duration_multiplier=2, half_open_max_probes=3,
+                                  half_open_successes_to_close=2, half_open_failures_to_reopen=2)
+    async with two_processes(redis_server, prefix, config) as (a, b):
+        await fail(a)
+        await anyio.sleep(0.025)
+        probes = [await a.acquire(), await b.acquire(), await b.acquire()]
+        assert probes == [1, 1, 1]
+        with pytest.raises(CircuitOpenError):
+            await a.acquire()
+        await a.record(success=False, probe=1)
+        assert b.statistics().state is BreakerState.HALF_OPEN
+        await b.record(success=True, probe=1)
+        await b.record(success=True, probe=1)
+        assert a.statistics().state is BreakerState.HALF_OPEN  # a's view is one round trip old
+        assert await a.acquire() == 0
+        assert a.statistics().state is BreakerState.CLOSED
+        await fail(a)  # trip again; this time two probes fail
+        await anyio.sleep(0.025)
+        assert [await a.acquire(), await b.acquire()] == [2, 2]
+        await a.record(success=False, probe=2)
+        await b.record(success=False, probe=2)
+        stats = b.statistics()
+        assert stats.state is BreakerState.OPEN
+        assert stats.break_duration == pytest.approx(0.04)
+
+
+@pytest.mark.anyio
+async def test_a_probe_of_an_earlier_half_open_period_casts_no_vote(redis_server: RedisServer, prefix: str) -> None:
+    """The fleet's tickets are its half-open periods: a slow probe reported, or released, in the next
+    period changes nothing there."""
+    config = CircuitBreakerConfig(consecutive_failures=1, failure_ratio=None, break_duration=0.02,
+                                  half_open_max_probes=4, half_open_successes_to_close=2,
+                                  half_open_failures_to_reopen=2)
+    async with two_processes(redis_server, prefix, config) as (a, b):
+        await fail(a)
+        await anyio.sleep(0.025)
+        first = [await a.acquire(), await a.acquire(), await b.acquire(), await b.acquire()]
+        assert first == [1, 1, 1, 1]
+        await a.record(success=False, probe=1)
+        await a.record(success=False, probe=1)  # re-opened; b's two probes still run
+        await anyio.sleep(0.025)
+        failed, running = await a.acquire(), await a.acquire()
+        assert failed == running == 2
+        await a.record(success=False, probe=failed)
+        b.release(first[2])  # cancelled late: travels with b's next round trip and frees nothing
+        await b.record(success=False, probe=first[3])  # late, and ignored
+        stats = b.statistics()
+        assert (stats.state, stats.probes_in_flight) == (BreakerState.HALF_OPEN, 1)
+        await a.record(success=True, probe=running)
+        await b.record(success=True, probe=await b.acquire())
+        assert b.statistics().state is BreakerState.CLOSED
+
+
+@pytest.mark.anyio
 async def test_an_abandoned_probe_slot_is_freed_by_release_or_by_its_lease(
     redis_server: RedisServer, prefix: str
 ) -> None:
@@ -117,13 +176,13 @@ async def test_an_abandoned_probe_slot_is_freed_by_release_or_by_its_lease(
     async with two_processes(redis_server, prefix, probe_lease=0.2) as (a, b):
         await fail(a, 4)
         await anyio.sleep(0.11)
-        assert await a.acquire() is True
-        a.release(True)  # cancelled: deferred
-        assert await a.acquire() is True  # the release travelled with this very round trip
+        assert await a.acquire() == 1
+        a.release(1)  # cancelled: deferred
+        assert await a.acquire() == 1  # the release travelled with this very round trip
         with pytest.raises(CircuitOpenError):
             await b.acquire()
         await anyio.sleep(0.21)  # a "died" holding the probe
-        assert await b.acquire() is True
+        assert await b.acquire() == 1
 
 
 @pytest.mark.anyio
@@ -137,7 +196,7 @@ async def test_isolate_and_reset_act_on_the_whole_fleet(redis_server: RedisServe
         with redis.Redis.from_url(redis_server.url) as client:
             assert client.pttl(a.key) == -1  # no expiry while isolated
         await b.reset()
-        assert await a.acquire() is False
+        assert await a.acquire() == 0
         with redis.Redis.from_url(redis_server.url) as client:
             assert 0 < int(client.pttl(a.key)) <= 1000
 

@@ -19,6 +19,7 @@ from asyncretry import (
     AttemptTimeout,
     BackendUnavailable,
     BreakerState,
+    BreakerStateChanged,
     BreakerStatistics,
     CircuitBreaker,
     CircuitBreakerConfig,
@@ -833,6 +834,53 @@ async def test_only_one_probe_runs_while_half_open() -> None:
     assert await retrier.call(slow_probe) == "probe ok"
 
 
+async def test_a_slow_probe_of_one_half_open_period_does_not_vote_in_the_next() -> None:
+    """Three probes of which two decide: the third, still running when the circuit re-opened, fails later,
+    in the next half-open period, and is not counted there (the engine passes the probe's ticket back)."""
+    config = CircuitBreakerConfig(
+        failure_ratio=None, consecutive_failures=1, break_duration=1.0, half_open_max_probes=3,
+        half_open_successes_to_close=2, half_open_failures_to_reopen=2,
+    )
+    log = EventLog()
+    retrier = Retrier(RetryPolicy(breaker=config, max_attempts=1), events=log.bus)
+
+    def after(seconds: float, error: bool) -> Callable[[], Awaitable[str]]:
+        async def op() -> str:
+            await anyio.sleep(seconds)
+            if error:
+                raise ConnectionResetError("down")
+            return "ok"
+        return op
+
+    outcomes: list[str] = []
+
+    async def call(op: Callable[[], Awaitable[str]]) -> None:
+        try:
+            outcomes.append(await retrier.call(op))
+        except ConnectionResetError:
+            outcomes.append("failed")
+
+    with pytest.raises(ConnectionResetError):
+        await retrier.call(after(0, error=True))  # trips: open until t = 1
+    async with anyio.create_task_group() as tg:
+        await anyio.sleep(1.0)  # period 1: two quick failures re-open it, the slow third fails at t = 2.5
+        for op in (after(0, True), after(0, True), after(1.5, True)):
+            tg.start_soon(call, op)
+        await anyio.sleep(1.0)  # period 2 (t = 2): one failure, two successes at t = 2.6
+        for op in (after(0, True), after(0.6, False), after(0.6, False)):
+            tg.start_soon(call, op)
+    breaker = retrier.statistics().scopes[0].breaker
+    assert breaker is not None
+    assert breaker.state is BreakerState.CLOSED
+    changes = [(e.old_state, e.new_state, e.reason) for e in log.events if isinstance(e, BreakerStateChanged)]
+    assert changes[-3:] == [
+        ("half_open", "open", "2 probes failed"),
+        ("open", "half_open", "break of 1 s elapsed"),
+        ("half_open", "closed", "2 probes succeeded"),
+    ]
+    assert sorted(outcomes) == ["failed"] * 4 + ["ok"] * 2
+
+
 async def test_a_not_retryable_error_counts_as_a_breaker_success() -> None:
     """The breaker only counts retryable failures against the backend: a 4xx-style error does not trip it."""
     retrier, _ = make(breaker_policy())
@@ -1465,13 +1513,13 @@ class _DownBreaker:
 
     name = "down"
 
-    async def acquire(self) -> bool:
+    async def acquire(self) -> int:
         raise BackendUnavailable("redis is down")
 
-    async def record(self, *, success: bool, probe: bool) -> None:
+    async def record(self, *, success: bool, probe: int) -> None:
         raise BackendUnavailable("redis is down")
 
-    def release(self, probe: bool) -> None:
+    def release(self, probe: int) -> None:
         pass
 
     def statistics(self) -> BreakerStatistics:

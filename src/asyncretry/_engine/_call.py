@@ -91,7 +91,7 @@ class Call:
     dropped: int | None = None  # a paid retry that will not happen: the driver gives back its tokens and place
     linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
     refund_due = 0  # tokens a success gives back to the quota
-    probe = False  # the breaker admitted the current attempt as a half-open probe
+    probe = 0  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
     last_error: BaseException | None = None
     last_timeout = 0.0
     hook: GiveUpInfo | None = None  # on_give_up, for the driver to run
@@ -147,7 +147,7 @@ class Call:
             open_call(retrier, scope, now)
 
     # ------------------------------------------------------------------------ before an attempt
-    def begin(self, delay: float, probe: bool) -> int:
+    def begin(self, delay: float, probe: int) -> int:
         """Begin the next attempt (the driver waited and was admitted); returns its number."""
         if self.in_attempt:
             raise RuntimeError(
@@ -159,7 +159,7 @@ class Call:
         if self.retry_paid:
             self.retry_paid = False
         if probe:
-            self.probe = True
+            self.probe = probe
         retrier = self.retrier
         retrier._attempts += 1
         if number > 1:
@@ -217,11 +217,12 @@ class Call:
         """The attempt was cancelled (or hit a BaseException): record nothing, free a probe's slot."""
         self.in_attempt = False
         self.done = True
-        if self.probe:
-            self.probe = False
+        probe = self.probe
+        if probe:
+            self.probe = 0
             breaker = self.scope.breaker
             assert breaker is not None
-            breaker.release(True)
+            breaker.release(probe)
 
     def refund_on_cancel(self) -> int | None:
         """The retry that was paid for will not happen (cancelled or refused while waiting): the tokens to
@@ -242,7 +243,7 @@ class Call:
         """
         self.in_attempt = False
         if self.probe:
-            self.probe = False
+            self.probe = 0
         self.outcome = outcome
         kind = outcome.kind
         retrier = self.retrier

@@ -69,8 +69,9 @@ def _begin_now(call: Attempts | SyncAttempts) -> Attempt | None:
     return attempt
 
 
-def _new_attempt(call: Attempts | SyncAttempts, delay: float, probe: bool) -> Attempt:
-    """Begin the call's next attempt, slept ``delay`` seconds after the last (a half-open probe if ``probe``)."""
+def _new_attempt(call: Attempts | SyncAttempts, delay: float, probe: int) -> Attempt:
+    """Begin the call's next attempt, slept ``delay`` seconds after the last (a half-open probe if ``probe``,
+    the breaker's ticket, is not 0)."""
     attempt = Attempt()
     attempt._attempts = call
     number = call.begin(delay, probe)
@@ -167,8 +168,8 @@ class Attempts(Call):
             raise
         self.waited_for_quota()
 
-    async def _admit(self, scope: Scope) -> bool:
-        """Wait for the rate limits, then ask the breaker; True when the attempt is a half-open probe."""
+    async def _admit(self, scope: Scope) -> int:
+        """Wait for the rate limits, then ask the breaker; a half-open probe's ticket, else 0."""
         bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
         try:
             # A local rate limit that has the token now grants it without a wait (try_acquire is exactly
@@ -179,7 +180,7 @@ class Attempts(Call):
             if limiter is not None and not (isinstance(limiter, AdaptiveRateLimiter) and limiter.try_acquire()):
                 await limiter.acquire(timeout=await self._time_to_wait())
             if breaker is None:
-                return False
+                return 0
             if isinstance(breaker, CircuitBreaker):
                 return breaker.acquire()
             return await breaker.acquire()
@@ -379,7 +380,7 @@ class SyncAttempts(Call):
             raise error
         self.waited_for_quota()
 
-    def _admit(self, scope: Scope) -> bool:
+    def _admit(self, scope: Scope) -> int:
         bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
         if bucket is not None:
             assert isinstance(bucket, AsyncTokenBucket)
@@ -396,7 +397,7 @@ class SyncAttempts(Call):
                 self.refuse(error, "rate_limit", self.retrier.clock.now())
                 raise error
         if breaker is None:
-            return False
+            return 0
         assert isinstance(breaker, CircuitBreaker)
         try:
             with self._lock:
@@ -453,7 +454,7 @@ class SyncAttempts(Call):
                                  "use a plain function in synchronous code")
         _raise_pending(self)
 
-    def begin(self, delay: float, probe: bool) -> int:
+    def begin(self, delay: float, probe: int) -> int:
         with self._lock:  # the retrier's counters are shared by the threads
             return super().begin(delay, probe)
 

@@ -157,7 +157,7 @@ class Scope:
         return True
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
-    def report(self, kind: OutcomeKind, reason: str, started: float, probe: bool, now: float | None = None) -> None:
+    def report(self, kind: OutcomeKind, reason: str, started: float, probe: int, now: float | None = None) -> None:
         """Tell the limiter and a local breaker how an attempt ended (local state; never waits).
 
         ``now``: the time the engine just read on its clock, if the caller has it; the breaker takes it
@@ -171,7 +171,7 @@ class Scope:
             else:
                 breaker.record_success(probe, now=now if self.shares_clock else None)
 
-    async def report_remote(self, kind: OutcomeKind, reason: str, started: float, probe: bool) -> None:
+    async def report_remote(self, kind: OutcomeKind, reason: str, started: float, probe: int) -> None:
         """:meth:`report` for a scope with parts on a server: a remote breaker's record is a round trip."""
         breaker = self.breaker
         if breaker is None or isinstance(breaker, CircuitBreaker):

@@ -2,7 +2,7 @@
 
 The breaker is a synchronous state machine (it never awaits) driven by four calls around every attempt::
 
-    probe = breaker.acquire()          # raises CircuitOpenError while the circuit is open
+    probe = breaker.acquire()          # raises CircuitOpenError while the circuit is open; 0 or a probe's ticket
     try:
         result = await call()
     except Exception:
@@ -18,7 +18,7 @@ States and edges (every transition emits :class:`~asyncretry.BreakerStateChanged
 
     closed ──trip──> open ──break elapsed──> half_open ──enough probes succeeded──> closed
                       ^                          │
-                      └──────a probe failed──────┘  (the break grows by break_duration_multiplier)
+                      └───enough probes failed───┘  (the break grows by break_duration_multiplier)
 
     any ──isolate()──> isolated          any ──reset()──> closed
 
@@ -94,7 +94,12 @@ class CircuitBreakerConfig:
             Default 300 s.
         half_open_max_probes: calls admitted as probes while half-open (an integer >= 1). Default 1.
         half_open_successes_to_close: successful probes that close the circuit (an integer from 1 to
-            ``half_open_max_probes``). Any failed probe re-opens it. Default 1.
+            ``half_open_max_probes``). Default 1.
+        half_open_failures_to_reopen: failed probes that re-open the circuit (an integer from 1 to
+            ``half_open_max_probes - half_open_successes_to_close + 1``, so that the admitted probes
+            always decide). Default 1: any failed probe re-opens it. More than 1 keeps one unlucky probe
+            (a backend's occasional transient error) from costing a whole break: with 3 probes, 2 to
+            close and 2 to re-open, the probes' majority decides.
 
     Raises:
         ValueError: a value is out of range; the message names the parameter.
@@ -110,6 +115,7 @@ class CircuitBreakerConfig:
     max_break_duration: float | timedelta = 300.0
     half_open_max_probes: int = 1
     half_open_successes_to_close: int = 1
+    half_open_failures_to_reopen: int = 1
 
     def __post_init__(self) -> None:
         def store(field: str, value: object) -> None:
@@ -133,7 +139,14 @@ class CircuitBreakerConfig:
               check_number("break_duration_multiplier", self.break_duration_multiplier, low=1.0))
         store("max_break_duration", check_seconds("max_break_duration", self.max_break_duration, low=base))
         probes = check_int("half_open_max_probes", self.half_open_max_probes, low=1)
-        check_int("half_open_successes_to_close", self.half_open_successes_to_close, low=1, high=probes)
+        to_close = check_int("half_open_successes_to_close", self.half_open_successes_to_close, low=1, high=probes)
+        reopen = check_int("half_open_failures_to_reopen", self.half_open_failures_to_reopen, low=1)
+        if reopen > probes - to_close + 1:
+            raise ValueError(
+                f"half_open_failures_to_reopen must be an integer from 1 to half_open_max_probes - "
+                f"half_open_successes_to_close + 1 = {probes - to_close + 1} (else {probes} probes could end "
+                f"neither closing nor re-opening the circuit), got {reopen}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,11 +251,12 @@ class CircuitBreaker:
     Nothing here awaits, so the breaker is safe to share between tasks of one event loop.
 
     Outcomes of calls admitted while closed but finishing after the circuit opened are ignored: the
-    decision was taken already, and only probes judge a recovering backend. A probe that finishes after
-    its half-open period ended (the circuit closed, re-opened or was reset meanwhile) counts as a normal
-    call if the circuit is closed and is ignored while it is open or isolated. Since ``acquire`` hands
-    out a flag, not a ticket, a probe that outlives a whole break and lands in the *next* half-open
-    period is taken for one of that period's probes.
+    decision was taken already, and only probes judge a recovering backend. ``acquire`` hands each probe
+    a ticket, the number of its half-open period, so a probe that finishes after its period ended (the
+    circuit closed, re-opened or was reset meanwhile) counts as a normal call if the circuit is closed
+    and is ignored otherwise: a slow probe of one period never votes in the next.
+    (``True``, the flag that ``acquire`` returned before probes had tickets, is taken for a probe of the
+    current period.)
 
     Args:
         config: trip, break and probe settings; defaults to ``CircuitBreakerConfig()``.
@@ -262,6 +276,8 @@ class CircuitBreaker:
         "_max_break",
         "_multiplier",
         "_opened_at",
+        "_period",
+        "_probe_failures",
         "_probe_successes",
         "_rejected",
         "_state",
@@ -299,6 +315,8 @@ class CircuitBreaker:
         self._consecutive = 0
         self._in_flight = 0
         self._probe_successes = 0
+        self._probe_failures = 0
+        self._period = 0  # half-open periods so far: a probe's ticket is its period's number
         self._times_opened = 0
         self._rejected = 0
 
@@ -323,12 +341,13 @@ class CircuitBreaker:
         changes nothing, so a caller may skip it. Reads no clock (only an open circuit changes with time)."""
         return self._state is _CLOSED
 
-    def acquire(self) -> bool:
+    def acquire(self) -> int:
         """Ask to make one attempt.
 
         Returns:
-            True if the attempt is a half-open probe, False for a normal call on a closed circuit.
-            Pass the value to :meth:`record_success`, :meth:`record_failure` or :meth:`release`.
+            0 for a normal call on a closed circuit; for a half-open probe, its ticket (the number of
+            the half-open period, >= 1, so true). Pass the value to :meth:`record_success`,
+            :meth:`record_failure` or :meth:`release`.
 
         Raises:
             CircuitOpenError: the circuit is open, isolated, or half-open with every probe slot taken;
@@ -336,19 +355,16 @@ class CircuitBreaker:
                 isolated; with the probe slots taken, the break a failing probe would start).
         """
         if self._state is _CLOSED:
-            return False  # only an open circuit changes with time alone: no need to read the clock
+            return 0  # only an open circuit changes with time alone: no need to read the clock
         now = self._clock.now()
         state = self._refresh(now)
-        if (
-            state is _HALF_OPEN
-            and self._in_flight + self._probe_successes < self._config.half_open_max_probes
-        ):
+        if state is _HALF_OPEN and self._probe_slots_taken() < self._config.half_open_max_probes:
             self._in_flight += 1
-            return True
+            return self._period
         self._rejected += 1
         raise CircuitOpenError(name=self.name, state=state.value, retry_after=self._retry_after(now))
 
-    def record_success(self, probe: bool, *, now: float | None = None) -> None:
+    def record_success(self, probe: int, *, now: float | None = None) -> None:
         """Report that an admitted attempt succeeded.
 
         Args:
@@ -359,7 +375,7 @@ class CircuitBreaker:
         if state is _CLOSED:
             self._window.add(self._clock.now() if now is None else now, failed=False)
             self._consecutive = 0
-        elif probe and state is _HALF_OPEN:
+        elif probe and state is _HALF_OPEN and self._current(probe):
             self._in_flight = max(0, self._in_flight - 1)
             self._probe_successes += 1
             needed = self._config.half_open_successes_to_close
@@ -367,16 +383,21 @@ class CircuitBreaker:
                 reason = "probe succeeded" if needed == 1 else f"{needed} probes succeeded"
                 self._close(self._clock.now(), reason)
 
-    def record_failure(self, probe: bool) -> None:
+    def record_failure(self, probe: int) -> None:
         """Report that an admitted attempt failed (a failure that should count against the backend).
 
         Args:
             probe: the value :meth:`acquire` returned for this attempt.
         """
         if probe and self._state is _HALF_OPEN:
+            if not self._current(probe):
+                return  # a probe of an earlier half-open period: its vote was not needed
             self._in_flight = max(0, self._in_flight - 1)
-            self._break = min(self._break * self._multiplier, self._max_break)
-            self._open(self._clock.now(), _HALF_OPEN, "probe failed")
+            self._probe_failures += 1
+            needed = self._config.half_open_failures_to_reopen
+            if self._probe_failures >= needed:
+                self._break = min(self._break * self._multiplier, self._max_break)
+                self._open(self._clock.now(), _HALF_OPEN, "probe failed" if needed == 1 else f"{needed} probes failed")
         elif self._state is _CLOSED:
             now = self._clock.now()
             self._window.add(now, failed=True)
@@ -385,13 +406,13 @@ class CircuitBreaker:
             if reason is not None:
                 self._open(now, _CLOSED, reason)
 
-    def release(self, probe: bool) -> None:
+    def release(self, probe: int) -> None:
         """Report that an admitted attempt ended without an outcome (cancelled); nothing is recorded.
 
         Args:
             probe: the value :meth:`acquire` returned; a probe's slot is freed for another call.
         """
-        if probe and self._state is _HALF_OPEN:
+        if probe and self._state is _HALF_OPEN and self._current(probe):
             self._in_flight = max(0, self._in_flight - 1)
 
     def isolate(self) -> None:
@@ -402,7 +423,7 @@ class CircuitBreaker:
         now = self._clock.now()
         self._state = _ISOLATED
         self._opened_at = now
-        self._in_flight = self._probe_successes = 0
+        self._in_flight = self._probe_successes = self._probe_failures = 0
         self._times_opened += 1
         self._emit(now, old, "isolated by hand", None)
 
@@ -458,7 +479,8 @@ class CircuitBreaker:
     def _refresh(self, now: float) -> BreakerState:
         if self._state is _OPEN and now >= self._until:
             self._state = _HALF_OPEN
-            self._in_flight = self._probe_successes = 0
+            self._period += 1
+            self._in_flight = self._probe_successes = self._probe_failures = 0
             self._emit(now, _OPEN, f"break of {self._break:g} s elapsed", None)
         return self._state
 
@@ -479,7 +501,7 @@ class CircuitBreaker:
         self._state = _OPEN
         self._opened_at = now
         self._until = now + self._break
-        self._in_flight = self._probe_successes = 0
+        self._in_flight = self._probe_successes = self._probe_failures = 0
         self._times_opened += 1
         self._emit(now, old, reason, self._break)
 
@@ -490,7 +512,7 @@ class CircuitBreaker:
         self._consecutive = 0
         self._break = self._base_break
         self._opened_at = None
-        self._in_flight = self._probe_successes = 0
+        self._in_flight = self._probe_successes = self._probe_failures = 0
         if old is not _CLOSED:
             self._emit(now, old, reason, None)
 
@@ -500,11 +522,17 @@ class CircuitBreaker:
             return max(0.0, self._until - now)
         if state is _ISOLATED:
             return math.inf
-        if state is _HALF_OPEN and (
-            self._in_flight + self._probe_successes >= self._config.half_open_max_probes
-        ):
+        if state is _HALF_OPEN and self._probe_slots_taken() >= self._config.half_open_max_probes:
             return self._break
         return 0.0
+
+    def _current(self, probe: int) -> bool:
+        # ``True`` is the flag this method took before probes had tickets: a probe of the current period.
+        return probe is True or probe == self._period
+
+    def _probe_slots_taken(self) -> int:
+        # A finished probe keeps its slot (its outcome counts towards the decision); a released one frees it.
+        return self._in_flight + self._probe_successes + self._probe_failures
 
     def _emit(self, now: float, old: BreakerState, reason: str, break_duration: float | None) -> None:
         if self._events.wants(BreakerStateChanged):
@@ -513,11 +541,11 @@ class CircuitBreaker:
                 reason=reason, break_duration=break_duration,
             ))
 
-    async def acquire_async(self) -> bool:
+    async def acquire_async(self) -> int:
         """:meth:`acquire` for the engine's remote-state protocol (remote breakers do I/O here)."""
         return self.acquire()
 
-    async def record_async(self, *, success: bool, probe: bool) -> None:
+    async def record_async(self, *, success: bool, probe: int) -> None:
         """Record an outcome, for the engine's remote-state protocol (remote breakers do I/O here)."""
         if success:
             self.record_success(probe)

@@ -67,19 +67,19 @@ class RemoteBreaker(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def acquire(self) -> bool:
-        """Admit one attempt: False for a normal call, True for a half-open probe.
+    async def acquire(self) -> int:
+        """Admit one attempt: 0 for a normal call, a half-open probe's ticket (>= 1) for a probe.
 
         Raises:
             CircuitOpenError: the circuit refuses the attempt.
         """
         ...
 
-    async def record(self, *, success: bool, probe: bool) -> None:
+    async def record(self, *, success: bool, probe: int) -> None:
         """Report an admitted attempt's outcome (``probe`` as :meth:`acquire` answered)."""
         ...
 
-    def release(self, probe: bool) -> None:
+    def release(self, probe: int) -> None:
         """Hand back an admission whose attempt never ran (cancelled); no round trip."""
         ...
 

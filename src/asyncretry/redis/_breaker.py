@@ -103,7 +103,7 @@ class RedisCircuitBreaker(_Linked):
         TypeError: a setting has the wrong type.
     """
 
-    __slots__ = ("_args", "_clock", "_events", "_link", "_local", "_released", "_view")
+    __slots__ = ("_args", "_clock", "_events", "_link", "_local", "_released", "_released_in", "_view")
 
 
     def __init__(
@@ -135,8 +135,10 @@ class RedisCircuitBreaker(_Linked):
             c.consecutive_failures if c.consecutive_failures is not None else -1,
             fmt(_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(_seconds(c.max_break_duration)),
             c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), key_ttl_ms,
+            c.half_open_failures_to_reopen,
         )
-        self._released = 0  # cancelled probes, reported with the next round trip
+        self._released = 0  # cancelled probes of half-open period _released_in, reported with the next round trip
+        self._released_in = 0
         self._view = _View(break_duration=_seconds(c.break_duration))
 
     @property
@@ -156,11 +158,12 @@ class RedisCircuitBreaker(_Linked):
             return self._local.state
         return self._extrapolated()[0]
 
-    async def acquire(self) -> bool:
+    async def acquire(self) -> int:
         """Ask the fleet breaker to admit one attempt; one round trip.
 
         Returns:
-            True for a half-open probe, False for a normal call; pass it to :meth:`record`.
+            0 for a normal call; for a half-open probe, its ticket (the number of the fleet's half-open
+            period, >= 1). Pass it to :meth:`record`.
 
         Raises:
             CircuitOpenError: the circuit is open, isolated, or half-open with every probe slot taken.
@@ -173,9 +176,9 @@ class RedisCircuitBreaker(_Linked):
         if result < 0:
             view = self._view
             raise CircuitOpenError(name=self.name, state=view.state.value, retry_after=view.retry_after)
-        return result == 1
+        return result
 
-    async def record(self, *, success: bool, probe: bool) -> None:
+    async def record(self, *, success: bool, probe: int) -> None:
         """Report an admitted attempt's outcome to the fleet breaker; one round trip, never fails closed."""
         reply = await self._run(_SUCCESS if success else _FAILURE, probe, report=True)
         if reply is None and not self._link.fail_closed:
@@ -184,11 +187,15 @@ class RedisCircuitBreaker(_Linked):
             else:
                 self._local.record_failure(probe)
 
-    def release(self, probe: bool) -> None:
+    def release(self, probe: int) -> None:
         """Hand back a probe's slot (the attempt was cancelled); reported with the next round trip."""
-        if probe:
+        if not probe:
+            return
+        if probe > self._released_in:  # only the newest period's slots can still be free: older ones ended
+            self._released, self._released_in = 0, probe
+        if probe == self._released_in:
             self._released += 1
-            self._local.release(probe)  # in case the probe came from the local fallback
+        self._local.release(probe)  # in case the probe came from the local fallback
 
     async def isolate(self) -> None:
         """Force the fleet's circuit open until :meth:`reset` (the key is kept until then).
@@ -260,13 +267,15 @@ class RedisCircuitBreaker(_Linked):
         return view.state, view.retry_after
 
     async def _run(
-        self, op: int, probe: bool = False, *, report: bool = False, strict: bool = False
+        self, op: int, probe: int = 0, *, report: bool = False, strict: bool = False
     ) -> list[Any] | None:
-        released, self._released = self._released, 0
+        released, period, self._released = self._released, self._released_in, 0
         # Freed probe slots go at most once (see _Link); the probe lease covers any that are lost.
-        reply = await self._link.run(BREAKER, (op, int(probe), released, *self._args), report=report, strict=strict)
+        reply = await self._link.run(
+            BREAKER, (op, int(probe), released, *self._args, period), report=report, strict=strict
+        )
         if reply is None:
-            if not self._link.maybe_sent:
+            if not self._link.maybe_sent and period == self._released_in:
                 self._released += released
             return None
         self._observe(reply)

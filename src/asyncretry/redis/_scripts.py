@@ -88,26 +88,29 @@ return {ok, f(tokens), f(wait), f(now)}
 
 BREAKER = Script("breaker", _PRELUDE + """
 -- The circuit breaker's state machine (the same rules as asyncretry.CircuitBreaker), on one hash.
--- ARGV: op (0: peek, 1: acquire, 2: success, 3: failure, 4: isolate, 5: reset), probe (0/1),
---       released probes, failure_ratio (-1: off), minimum_throughput, sampling_duration,
+-- ARGV: op (0: peek, 1: acquire, 2: success, 3: failure, 4: isolate, 5: reset), probe (0, or the
+--       probe's ticket: the number of its half-open period), released probes (of the period released_in),
+--       failure_ratio (-1: off), minimum_throughput, sampling_duration,
 --       consecutive_failures (-1: off), break_duration, multiplier, max_break, max_probes,
---       successes_to_close, probe_lease, ttl_ms
+--       successes_to_close, probe_lease, ttl_ms, failures_to_reopen, released_in
 local op, probe, released = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ratio_limit, min_tp, sampling = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local consecutive_limit, base_break = tonumber(ARGV[7]), tonumber(ARGV[8])
 local multiplier, max_break, max_probes = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local to_close, lease, ttl = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local to_reopen, released_in = tonumber(ARGV[15]), tonumber(ARGV[16])
 local CLOSED, OPEN, HALF, ISOLATED = 0, 1, 2, 3
 local NAMES = {[0] = 'closed', [1] = 'open', [2] = 'half_open', [3] = 'isolated'}
-local FIELDS = {'st', 'until', 'opened', 'brk', 'cons', 'infl', 'ps', 'topen', 'rej', 'head', 'lease'}
+local FIELDS = {'st', 'until', 'opened', 'brk', 'cons', 'infl', 'ps', 'pf', 'per', 'topen', 'rej', 'head', 'lease'}
 for i = 0, 9 do table.insert(FIELDS, 's' .. i); table.insert(FIELDS, 'f' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
 if v.st == nil then
-  v = {st = CLOSED, ['until'] = 0, opened = -1, brk = base_break, cons = 0, infl = 0, ps = 0, topen = 0,
-       rej = 0, head = -1, lease = 0}
+  v = {st = CLOSED, ['until'] = 0, opened = -1, brk = base_break, cons = 0, infl = 0, ps = 0, pf = 0, per = 0,
+       topen = 0, rej = 0, head = -1, lease = 0}
 end
+v.pf = v.pf or 0; v.per = v.per or 0  -- a state written before probes voted and had tickets
 local s, fl = {}, {}
 for i = 0, 9 do s[i] = v['s' .. i] or 0; fl[i] = v['f' .. i] or 0 end
 local events = {}
@@ -132,32 +135,34 @@ local function totals()
   return ss, ff
 end
 local function open(old, reason)
-  v.st = OPEN; v.opened = now; v['until'] = now + v.brk; v.infl = 0; v.ps = 0; v.topen = v.topen + 1
+  v.st = OPEN; v.opened = now; v['until'] = now + v.brk; v.infl = 0; v.ps = 0; v.pf = 0; v.topen = v.topen + 1
   emit(old, reason, f(v.brk))
 end
 local function close(reason)
   local old = v.st
-  v.st = CLOSED; clear(); v.cons = 0; v.brk = base_break; v.opened = -1; v.infl = 0; v.ps = 0
+  v.st = CLOSED; clear(); v.cons = 0; v.brk = base_break; v.opened = -1; v.infl = 0; v.ps = 0; v.pf = 0
   if old ~= CLOSED then emit(old, reason, '') end
 end
 -- probes abandoned by their callers (cancelled), or whose lease ran out (a process died mid-probe)
-if v.st == HALF then
+if v.st == HALF and released_in == v.per then
   v.infl = math.max(0, v.infl - released)
+end
+if v.st == HALF then
   if v.infl > 0 and now > v.lease then v.infl = 0 end
 end
 if v.st == OPEN and now >= v['until'] then
-  v.st = HALF; v.infl = 0; v.ps = 0
+  v.st = HALF; v.infl = 0; v.ps = 0; v.pf = 0; v.per = v.per + 1
   emit(OPEN, 'break of ' .. string.format('%g', v.brk) .. ' s elapsed', '')
 end
 local result = 0
 if op == 1 then
-  if v.st == HALF and v.infl + v.ps < max_probes then
-    v.infl = v.infl + 1; v.lease = now + lease; result = 1
+  if v.st == HALF and v.infl + v.ps + v.pf < max_probes then
+    v.infl = v.infl + 1; v.lease = now + lease; result = v.per
   elseif v.st ~= CLOSED then
     v.rej = v.rej + 1; result = -1
   end
 elseif op == 2 then
-  if probe == 1 and v.st == HALF then
+  if probe > 0 and v.st == HALF and probe == v.per then
     v.infl = math.max(0, v.infl - 1); v.ps = v.ps + 1
     if v.ps >= to_close then
       if to_close == 1 then close('probe succeeded') else close(to_close .. ' probes succeeded') end
@@ -166,10 +171,14 @@ elseif op == 2 then
     local slot = advance(); s[slot] = s[slot] + 1; v.cons = 0
   end
 elseif op == 3 then
-  if probe == 1 and v.st == HALF then
-    v.infl = math.max(0, v.infl - 1)
-    v.brk = math.min(v.brk * multiplier, max_break)
-    open(HALF, 'probe failed')
+  if probe > 0 and v.st == HALF then
+    if probe == v.per then  -- a probe of an earlier half-open period no longer votes
+      v.infl = math.max(0, v.infl - 1); v.pf = v.pf + 1
+      if v.pf >= to_reopen then
+        v.brk = math.min(v.brk * multiplier, max_break)
+        if to_reopen == 1 then open(HALF, 'probe failed') else open(HALF, to_reopen .. ' probes failed') end
+      end
+    end
   elseif v.st == CLOSED then
     local slot = advance(); fl[slot] = fl[slot] + 1; v.cons = v.cons + 1
     local reason = nil
@@ -189,7 +198,7 @@ elseif op == 3 then
 elseif op == 4 then
   if v.st ~= ISOLATED then
     local old = v.st
-    v.st = ISOLATED; v.opened = now; v.infl = 0; v.ps = 0; v.topen = v.topen + 1
+    v.st = ISOLATED; v.opened = now; v.infl = 0; v.ps = 0; v.pf = 0; v.topen = v.topen + 1
     emit(old, 'isolated by hand', '')
   end
 elseif op == 5 then
@@ -200,9 +209,10 @@ local ss, ff = totals()
 local retry_after = 0
 if v.st == OPEN then retry_after = math.max(0, v['until'] - now)
 elseif v.st == ISOLATED then retry_after = -1
-elseif v.st == HALF and v.infl + v.ps >= max_probes then retry_after = v.brk end
+elseif v.st == HALF and v.infl + v.ps + v.pf >= max_probes then retry_after = v.brk end
 local out = {}
-for _, name in ipairs({'st', 'until', 'opened', 'brk', 'cons', 'infl', 'ps', 'topen', 'rej', 'head', 'lease'}) do
+for _, name in ipairs({'st', 'until', 'opened', 'brk', 'cons', 'infl', 'ps', 'pf', 'per', 'topen', 'rej', 'head',
+                       'lease'}) do
   table.insert(out, name); table.insert(out, f(v[name]))
 end
 for i = 0, 9 do
