@@ -247,7 +247,7 @@ class AdaptiveRateLimiter:
         :class:`~asyncretry._primitives._cubic.AsyncretryRateController`): its start already set the
         rate from what was served and the bucket paces the retry, so a backoff on top would only leave
         the server idle. It also answers 0 for the throttles of one client of a fleet whose rate its
-        congestion events set (rule 9): the rate answers them, and the random sleeps were the largest
+        congestion events set (rule 9): the rate answers them, and the random sleeps were much of the
         unfairness left between such clients. Synchronous, never waits.
 
         Args:
