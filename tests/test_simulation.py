@@ -182,7 +182,7 @@ def test_independent_layout_gives_each_worker_its_own_limiter() -> None:
     assert first.layout == "independent"
     assert first.worker_successes == again.worker_successes
     assert min(first.worker_successes) > 0
-    # Ten clients at 100/s serve 0.895-0.998 of it over seeds 0-11 (this seed is the lowest: 0.895).
+    # Ten clients at 100/s serve 0.934-0.988 of it over seeds 0-11 (this seed is the lowest: 0.934).
     assert first.metrics.goodput >= 0.85
     # Ten limiters of a few requests per second each add up to about the server's capacity.
     late = [rate for rate in first.fill_rate[50:] if not math.isnan(rate)]

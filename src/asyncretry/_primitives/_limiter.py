@@ -246,14 +246,17 @@ class AdaptiveRateLimiter:
         throttles of its start-up (the first round trip's: rule 8 of
         :class:`~asyncretry._primitives._cubic.AsyncretryRateController`): its start already set the
         rate from what was served and the bucket paces the retry, so a backoff on top would only leave
-        the server idle. Synchronous, never waits.
+        the server idle. It also answers 0 for the throttles of one client of a fleet whose rate its
+        congestion events set (rule 9): the rate answers them, and the random sleeps were much of the
+        unfairness left between such clients. Synchronous, never waits.
 
         Args:
             delay: the backoff the policy drew for this retry, seconds.
 
         Returns:
-            0 for a start-up throttle of the ``"asyncretry"`` profile; otherwise ``delay`` (always for
-            the ``"aws"`` profile: the SDKs sleep the backoff after every throttle).
+            0 for a start-up throttle of the ``"asyncretry"`` profile, or a throttle of a fleet client
+            under its rule 9; otherwise ``delay`` (always for the ``"aws"`` profile: the SDKs sleep the
+            backoff after every throttle).
         """
         return 0.0 if self._control.answers_backoff else delay
 
