@@ -76,7 +76,7 @@ class FirstAttempt:
         retrier, scope, started = self.retrier, self.scope, self.started
         self._ended = now = retrier.clock.now()
         if scope.reports:
-            scope.report(_SUCCESS, "ok", started, False, now)
+            scope.report(_SUCCESS, "ok", started, 0, now)
         refund = succeeded(retrier, scope, 1, started, now, None, label)
         if refund:
             scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope's RetryQuota

@@ -240,9 +240,9 @@ class _Race(Generic[T]):
         scope = self.call.scope
         if scope.local:
             if scope.reports:
-                scope.report(kind, reason, attempt._started, False, now)
+                scope.report(kind, reason, attempt._started, 0, now)
         else:
-            await scope.report_remote(kind, reason, attempt._started, False)
+            await scope.report_remote(kind, reason, attempt._started, 0)
 
     async def _close(self) -> None:
         """Every attempt has stopped: release what the ones that answered too late returned."""
