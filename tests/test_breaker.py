@@ -61,6 +61,18 @@ def trip(breaker: CircuitBreaker) -> None:
         fail(breaker)
 
 
+def voting(probes: int, to_close: int, to_reopen: int, **config: Any) -> tuple[CircuitBreaker, VirtualClock, Recorder]:
+    """A breaker whose half-open probes vote, tripped and left at the start of its first half-open period."""
+    config.setdefault("break_duration", 1)
+    breaker, clock, recorder = make(
+        minimum_throughput=2, half_open_max_probes=probes, half_open_successes_to_close=to_close,
+        half_open_failures_to_reopen=to_reopen, **config,
+    )
+    trip(breaker)
+    clock.advance(config["break_duration"])
+    return breaker, clock, recorder
+
+
 # -- closed state and the failure ratio
 
 
@@ -319,12 +331,7 @@ async def test_half_open_admits_n_probes_among_concurrent_callers() -> None:
 
 def test_with_failures_to_reopen_one_unlucky_probe_does_not_cost_a_break() -> None:
     """Three probes, two to close, two to re-open: one failed probe among two successes still closes."""
-    breaker, clock, recorder = make(
-        minimum_throughput=2, break_duration=5, half_open_max_probes=3, half_open_successes_to_close=2,
-        half_open_failures_to_reopen=2,
-    )
-    trip(breaker)
-    clock.advance(5)
+    breaker, _, recorder = voting(3, 2, 2, break_duration=5)
     probes = [breaker.acquire() for _ in range(3)]
     assert probes == [1, 1, 1]
     breaker.record_failure(probes[0])  # a transient error of a recovered backend
@@ -341,12 +348,7 @@ def test_with_failures_to_reopen_one_unlucky_probe_does_not_cost_a_break() -> No
 
 def test_with_failures_to_reopen_the_probes_majority_reopens_and_grows_the_break() -> None:
     """Two failed probes of three re-open the circuit for the grown break, whatever the third does later."""
-    breaker, clock, recorder = make(
-        minimum_throughput=2, break_duration=1, break_duration_multiplier=2, half_open_max_probes=3,
-        half_open_successes_to_close=2, half_open_failures_to_reopen=2,
-    )
-    trip(breaker)
-    clock.advance(1)
+    breaker, clock, recorder = voting(3, 2, 2, break_duration_multiplier=2)
     probes = [breaker.acquire() for _ in range(3)]
     breaker.record_failure(probes[0])
     breaker.record_failure(probes[1])
@@ -363,12 +365,7 @@ def test_with_failures_to_reopen_the_probes_majority_reopens_and_grows_the_break
 
 def test_a_released_probe_frees_its_slot_but_casts_no_vote() -> None:
     """A cancelled probe neither closes nor re-opens: its slot goes to the next caller."""
-    breaker, clock, _ = make(
-        minimum_throughput=2, break_duration=1, half_open_max_probes=2, half_open_successes_to_close=1,
-        half_open_failures_to_reopen=2,
-    )
-    trip(breaker)
-    clock.advance(1)
+    breaker, _, _ = voting(2, 1, 2)
     first, second = breaker.acquire(), breaker.acquire()
     breaker.record_failure(first)
     breaker.release(second)
@@ -382,12 +379,7 @@ def test_a_released_probe_frees_its_slot_but_casts_no_vote() -> None:
 def test_a_probe_that_outlives_its_half_open_period_casts_no_vote_in_the_next() -> None:
     """Each half-open period hands out its own tickets: the outcome or the release of a probe from an
     earlier period changes nothing in the current one."""
-    breaker, clock, _ = make(
-        minimum_throughput=2, break_duration=1, half_open_max_probes=4, half_open_successes_to_close=2,
-        half_open_failures_to_reopen=2,
-    )
-    trip(breaker)
-    clock.advance(1)
+    breaker, clock, _ = voting(4, 2, 2)
     first_period = [breaker.acquire() for _ in range(4)]
     breaker.record_failure(first_period[0])
     breaker.record_failure(first_period[1])  # re-opened: first_period[2] and [3] are still running
