@@ -608,7 +608,7 @@ class AsyncretryRateController:
        rate answers them, and the random length of the sleeps (3-4 s of every 10 asleep, a second's spread
        between clients) was much of the unfairness left. The fleet's load regulates itself: more episodes
        lower every client's rate. In the HTTP benchmark (50 clients, R = 200/s, 10 s) Jain's index rose from
-       0.85-0.95 (12 runs) to 0.89-0.96 (36 runs, mean 0.936), with 13.4-14.5% of the sends throttled. One
+       0.85-0.95 (12 runs) to 0.88-0.96 (57 runs, under 0.90 in 2), with 13.4-14.5% of the sends throttled. One
        limiter serving all the traffic, or a client whose measurements rest on ``2 * fair_count`` successes
        or more, is left alone; ``fair_count=0`` or ``fair_step=0`` disables the rule.
 
