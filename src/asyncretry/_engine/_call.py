@@ -362,7 +362,8 @@ class Call:
                 limiter = self.scope.limiter
                 if isinstance(limiter, AdaptiveRateLimiter):
                     # The limiter heard of this throttle (Scope.report) and may already answer it: the
-                    # default profile's start-up paces the retry itself (its rule 8).
+                    # default profile paces the retry itself after its start-up's throttles and a fleet
+                    # client's (its rules 8 and 9).
                     delay = limiter.backoff_after_throttle(delay)
             return delay, False
         cap = _seconds(policy.max_server_delay)

@@ -81,7 +81,8 @@ class RetryPolicy:
         backoff: delays between attempts after transient errors; default: the profile's AWS form.
         throttling_backoff: delays after throttling errors; default: ``backoff`` (2020) or a 1 s base (2026).
             In adaptive mode with the default limiter profile, the throttles of the limiter's start-up
-            (the first round trip once throttled) get no backoff: the limiter paces those retries itself.
+            (the first round trip once throttled), and those of a fleet client whose rate its congestion
+            events set, get no backoff: the limiter paces those retries itself.
         quota: the retry quota: ``True`` for the profile's default, ``False`` for none, or a
             :class:`RetryQuotaConfig`. Legacy mode has none.
         limiter: adaptive mode's limiter settings (default :class:`AdaptiveLimiterConfig`: the
