@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from datetime import timedelta
@@ -516,6 +517,66 @@ def test_limiters_enabled_together_release_their_tokens_at_different_instants() 
     assert early.time_until_available() == pytest.approx(0.1 / early.fill_rate)
     aws = [_enabled_by_one_throttle(u, AWS).time_until_available() for u in (0.9, 0.1)]
     assert aws[0] == aws[1]
+
+
+def test_limiters_cut_by_the_same_episode_draw_a_new_phase() -> None:
+    """A later throttle that cuts the rate draws a new random fraction of a token as well: clients throttled in
+    the same episode do not leave it in step. The "aws" profile keeps its bucket's tokens, as the SDKs do."""
+
+    def cut_after_a_second(draws: list[float], config: AdaptiveLimiterConfig | None = None) -> AdaptiveRateLimiter:
+        clock = VirtualClock(0.0)
+        limiter = AdaptiveRateLimiter(config, clock=clock, rng=iter(draws).__next__)
+        for _ in range(100):  # 100 successes a second, then a throttle: enabled
+            clock.advance(0.01)
+            limiter.update(False, sent_at=clock.now() - 0.005)
+        limiter.update(True, sent_at=clock.now() - 0.005)
+        clock.advance(1.0)  # the bucket fills (one token at most): both limiters alike again
+        before = limiter.fill_rate
+        limiter.update(True, sent_at=clock.now() - 0.005)  # a new congestion event, nothing served since
+        assert limiter.fill_rate < before
+        return limiter
+
+    early, late = cut_after_a_second([0.5, 0.9]), cut_after_a_second([0.5, 0.1])
+    assert early.fill_rate == late.fill_rate
+    assert early.time_until_available() == pytest.approx(0.1 / early.fill_rate)
+    assert late.time_until_available() == pytest.approx(0.9 / late.fill_rate)
+    aws = [cut_after_a_second([0.5, u], AWS) for u in (0.9, 0.1)]
+    assert aws[0].time_until_available() == aws[1].time_until_available() == 0.0
+
+
+@pytest.mark.anyio
+async def test_a_cut_with_calls_in_line_keeps_the_line() -> None:
+    """The new phase is drawn only when no call waits for a token: a cut with calls in line re-plans them
+    at the new rate, and every one of them is served."""
+    limiter = AdaptiveRateLimiter(rng=lambda: 0.0)  # each phase drawn at 0: an empty bucket
+    for _ in range(40):  # 20 requests per second for 2 s, then a throttle
+        await anyio.sleep(0.05)
+        limiter.update(False, sent_at=DEFAULT_CLOCK.now() - 0.01)
+    limiter.update(True, sent_at=DEFAULT_CLOCK.now() - 0.01)
+    served: list[float] = []
+
+    async def attempt() -> None:
+        await limiter.acquire()
+        served.append(DEFAULT_CLOCK.now())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            tg.start_soon(attempt)
+        await anyio.sleep(0.3)
+        assert limiter.statistics().waiting > 0
+        before = limiter.fill_rate
+        limiter.update(True, sent_at=DEFAULT_CLOCK.now() - 0.01)  # a new event cuts the rate
+        assert limiter.fill_rate < before
+        cut_at = DEFAULT_CLOCK.now()
+        waiting = limiter.statistics().waiting
+    assert len(served) == 10
+    assert limiter.statistics().waiting == 0
+    # Those still in line when the rate was cut left at the new rate, one token at a time (the first of
+    # them had part of its token already).
+    after = [t for t in served if t > cut_at]
+    assert len(after) == waiting
+    assert (waiting - 1) / limiter.fill_rate <= after[-1] - cut_at <= waiting / limiter.fill_rate
+    assert all(b - a == pytest.approx(1 / limiter.fill_rate) for a, b in itertools.pairwise(after))
 
 
 def test_try_acquire_admits_exactly_when_acquire_would_not_wait() -> None:

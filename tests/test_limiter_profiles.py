@@ -670,33 +670,55 @@ def test_only_the_start_ups_throttles_answer_the_backoff() -> None:
 # --- a fleet's event rate sets a fleet client's rate (rule 9)
 
 
-def _throttled_with_its_fleet(rate: float, config: AdaptiveLimiterConfig | None = None) -> AsyncretryRateController:
+def _throttled_with_its_fleet(
+    rate: float, config: AdaptiveLimiterConfig | None = None, every: float = 1.5
+) -> AsyncretryRateController:
     """One client of a fleet, sending ``rate`` requests a second: throttled first at 0.1 s (which enables
-    it), then every 1.5 s at the same times as every other client of its fleet, the last at 7.6 s."""
+    it), then every ``every`` seconds at the same times as every other client of its fleet, up to 7.6 s."""
     control = AsyncretryRateController(config or AdaptiveLimiterConfig(), 0.0)
-    throttles = [0.1 + 1.5 * k for k in range(6)]
-    sends = sorted({round(k / rate, 6) for k in range(1, round(7.6 * rate))} | set(throttles))
+    throttles = [0.1 + every * k for k in range(int(7.5 / every + 1e-9) + 1)]
+    sends = sorted({round(k / rate, 6) for k in range(1, round(throttles[-1] * rate))} | set(throttles))
     for sent in sends:
         control.update(sent + LATENCY, sent in throttles, sent)
     return control
 
 
-def _mean_sawtooth_rate(events: list[float], start: float, now: float) -> float:
-    """Rule 9's rate: the mean of rule 7's sawtooth (step 1/s, cut to 0.7) at the event rate measured with
-    each event's weight decaying over 5 s (the default measurement window's 5)."""
+def _mean_sawtooth_rate(events_per_second: float) -> float:
+    """The mean rate of rule 7's sawtooth (step 1/s, cut to 0.7 at each event) at this event rate."""
+    return 1.0 * 1.7 / (2 * 0.3 * events_per_second)
+
+
+def _fleet_rate(events: list[float], start: float, now: float) -> float:
+    """Rule 9's rate: 1.1 times the geometric mean of the sawtooth's mean at one event per second (the
+    default measurement window) and at the event rate measured with each event's weight decaying over 5 s
+    (the window's 5)."""
     weight = sum(math.exp((t - now) / 5.0) for t in events)
-    return 1.0 * 1.7 / (2 * 0.3 * weight / (5.0 * (1.0 - math.exp((start - now) / 5.0))))
+    events_per_second = weight / (5.0 * (1.0 - math.exp((start - now) / 5.0)))
+    return 1.1 * math.sqrt(_mean_sawtooth_rate(1.0) * _mean_sawtooth_rate(events_per_second))
 
 
 def test_a_fleets_event_rate_sets_the_same_rate_for_every_client() -> None:
     """Two clients of one fleet, at 2 and at 10 requests a second, throttled at the same times: both end at
-    the mean rate of an AIMD sawtooth at their common event rate, whatever their own rates."""
+    the rate their common event rate sets, whatever their own rates."""
     slow, fast = _throttled_with_its_fleet(2.0), _throttled_with_its_fleet(10.0)
     events = [0.1 + LATENCY + 1.5 * k for k in range(6)]  # the start-up's (the first) counts as one
-    expected = _mean_sawtooth_rate(events, events[0], events[-1])
+    expected = _fleet_rate(events, events[0], events[-1])
     assert slow.fill_rate == pytest.approx(expected)
     assert fast.fill_rate == pytest.approx(expected)
     assert 3.0 < expected < 4.0
+
+
+def test_a_fleet_clients_rate_answers_its_event_rate_with_half_its_noise() -> None:
+    """Clients whose counts of events differ (a fleet's luck) get rates apart by the square root of the ratio
+    of their event rates, not by the whole ratio: the rate is the geometric mean of the sawtooth's at that
+    event rate and at one event per measurement window."""
+    for every, count in ((1.0, 8), (2.0, 4)):
+        events = [0.1 + LATENCY + every * k for k in range(count)]
+        control = _throttled_with_its_fleet(4.0, every=every)
+        assert control.fill_rate == pytest.approx(_fleet_rate(events, events[0], events[-1]))
+    often = _throttled_with_its_fleet(4.0, every=1.0)
+    seldom = _throttled_with_its_fleet(4.0, every=2.0)
+    assert 1.0 < seldom.fill_rate / often.fill_rate < 1.6
 
 
 def test_a_fleet_clients_throttles_need_no_backoff_and_the_rule_can_be_turned_off() -> None:
