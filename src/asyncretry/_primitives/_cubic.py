@@ -618,8 +618,8 @@ class AsyncretryRateController:
        rate answers them, and the random length of the sleeps (3-4 s of every 10 asleep, a second's spread
        between clients) was much of the unfairness left. The fleet's load regulates itself: more episodes
        lower every client's rate. In the HTTP benchmark (50 clients, R = 200/s, 10 s) Jain's index rose from
-       0.85-0.95 (12 runs) to 0.88-0.96 (57 runs, under 0.90 in 2) with ``x(lambda)``, and to 0.92-0.97 (30
-       runs) with the geometric mean and the limiter's new phase at each cut, with 12.7-14.1% of the sends
+       0.85-0.95 (12 runs) to 0.88-0.96 (57 runs, under 0.90 in 2) with ``x(lambda)``, and to 0.92-0.97 (40
+       runs) with the geometric mean and the limiter's new phase at each cut, with 12.8-14.1% of the sends
        throttled. One limiter serving all the traffic, or a client whose measurements rest on ``2 *
        fair_count`` successes or more, is left alone; ``fair_count=0`` or ``fair_step=0`` disables the
        rule.
