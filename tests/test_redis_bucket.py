@@ -178,16 +178,16 @@ async def test_waiters_are_served_in_the_order_they_reached_the_server(
 async def test_a_wait_beyond_the_timeout_fails_at_once_and_reserves_nothing(
     redis_server: RedisServer, prefix: str
 ) -> None:
-    """At 2/s with the bucket empty, acquire(timeout=0.1) fails within milliseconds and leaves the queue as it was."""
+    """At 0.2/s with the bucket empty, acquire(timeout=1) fails at once and leaves the queue as it was."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
-        bucket = RedisTokenBucket(backend, 2, 1, name="timeout")
+        bucket = RedisTokenBucket(backend, 0.2, 1, name="timeout")
         await bucket.acquire()
         started = time.monotonic()
         with pytest.raises(RateLimitTimeout, match="timeout") as caught:
-            await bucket.acquire(timeout=0.1)
-        assert time.monotonic() - started < 0.09  # refused up front, not after waiting the 0.1 s
-        assert caught.value.wait == pytest.approx(0.5, abs=0.05)
-        assert await bucket.time_until_available() == pytest.approx(0.5, abs=0.05)
+            await bucket.acquire(timeout=1.0)
+        assert time.monotonic() - started < 0.9  # refused up front, not after waiting the 1 s (one round trip)
+        assert caught.value.wait == pytest.approx(5.0, abs=0.5)
+        assert await bucket.time_until_available() == pytest.approx(5.0, abs=0.5)  # not 10 s: nothing reserved
         assert bucket.statistics().timeouts == 1
 
 

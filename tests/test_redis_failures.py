@@ -31,7 +31,7 @@ from asyncretry.redis import (
     RedisTokenBucket,
 )
 from conftest import EventLog
-from conftest_redis import RedisServer, server_binary
+from conftest_redis import RedisServer, server_binary, until_redis_answers
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -216,7 +216,7 @@ async def test_killed_and_restarted_fail_closed_refuses_fast_then_resumes(
     """Killed mid-run, a fail-closed bucket refuses every call quickly; restarted, calls pass again."""
     async with backend(own_redis_server.url, prefix) as shared:
         bucket = RedisTokenBucket(shared, 1000, 1000, name="bucket", on_unavailable="fail_closed")
-        await bucket.acquire()
+        await until_redis_answers(shared, bucket.acquire)
         own_redis_server.kill()
         refusals = 0
         until = time.monotonic() + 0.5
@@ -246,7 +246,8 @@ async def test_a_frozen_server_cannot_hang_a_call(own_redis_server: RedisServer,
     async with backend(own_redis_server.url, prefix) as shared:
         open_bucket = RedisTokenBucket(shared, 1000, 1000, name="open")
         closed_bucket = RedisTokenBucket(shared, 1000, 1000, name="closed", on_unavailable="fail_closed")
-        await open_bucket.acquire()
+        await until_redis_answers(shared, open_bucket.acquire)
+        await until_redis_answers(shared, closed_bucket.acquire)
         own_redis_server.freeze()
         try:
             elapsed = await timed(open_bucket.acquire)
@@ -266,6 +267,8 @@ async def test_a_refund_deferred_through_an_outage_reaches_redis_afterwards(
     """Refunds reach Redis once across an outage: a timed-out one is not resent, a deferred one is sent after."""
     async with backend(own_redis_server.url, prefix) as shared:
         quota = RedisRetryQuota(shared, RetryQuotaConfig(max_capacity=10), name="q", on_unavailable="fail_closed")
+        warm_up = RedisRetryQuota(shared, name="warm-up", on_unavailable="fail_closed")
+        await until_redis_answers(shared, lambda: warm_up.try_acquire(1))  # the connection and the script
         assert await quota.try_acquire(10)
         own_redis_server.freeze()
         try:

@@ -16,7 +16,7 @@ import redis
 
 from asyncretry import BackendUnavailable, RetryQuotaConfig
 from asyncretry.redis import RedisBackend, RedisRetryQuota, RedisTokenBucket
-from conftest_redis import SERVICE, SentinelGroup
+from conftest_redis import SERVICE, SentinelGroup, until_redis_answers
 from conftest_redis import anyio_backend as anyio_backend
 from conftest_redis import sentinel_group as sentinel_group
 
@@ -38,7 +38,7 @@ async def test_after_a_failover_the_primitives_reach_the_new_primary(
     ) as backend:
         bucket = RedisTokenBucket(backend, 1000, 1000, name="failover", on_unavailable="fail_closed")
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="failover")
-        await bucket.acquire()
+        await until_redis_answers(backend, bucket.acquire)
         assert await quota.try_acquire(5)
         sentinel_group.primary.kill()
         started = time.monotonic()
