@@ -497,10 +497,11 @@ def test_limiter_built_outside_a_loop_starts_on_the_loops_clock(backend: str) ->
 
 
 def _enabled_by_one_throttle(
-    rng_value: float, config: AdaptiveLimiterConfig | None = None, clock: VirtualClock | None = None
+    *draws: float, config: AdaptiveLimiterConfig | None = None, clock: VirtualClock | None = None
 ) -> AdaptiveRateLimiter:
+    """A limiter whose rng returns ``draws`` in turn (the first one phases the bucket the throttle enables)."""
     clock = clock if clock is not None else VirtualClock(0.0)
-    limiter = AdaptiveRateLimiter(config, clock=clock, rng=lambda: rng_value)
+    limiter = AdaptiveRateLimiter(config, clock=clock, rng=iter(draws).__next__)
     for _ in range(100):  # 100 successes a second, then a throttle
         clock.advance(0.01)
         limiter.update(False, sent_at=clock.now() - 0.005)
@@ -515,7 +516,7 @@ def test_limiters_enabled_together_release_their_tokens_at_different_instants() 
     assert early.fill_rate == late.fill_rate
     assert early.time_until_available() < late.time_until_available()
     assert early.time_until_available() == pytest.approx(0.1 / early.fill_rate)
-    aws = [_enabled_by_one_throttle(u, AWS).time_until_available() for u in (0.9, 0.1)]
+    aws = [_enabled_by_one_throttle(u, config=AWS).time_until_available() for u in (0.9, 0.1)]
     assert aws[0] == aws[1]
 
 
@@ -525,11 +526,7 @@ def test_limiters_cut_by_the_same_episode_draw_a_new_phase() -> None:
 
     def cut_after_a_second(draws: list[float], config: AdaptiveLimiterConfig | None = None) -> AdaptiveRateLimiter:
         clock = VirtualClock(0.0)
-        limiter = AdaptiveRateLimiter(config, clock=clock, rng=iter(draws).__next__)
-        for _ in range(100):  # 100 successes a second, then a throttle: enabled
-            clock.advance(0.01)
-            limiter.update(False, sent_at=clock.now() - 0.005)
-        limiter.update(True, sent_at=clock.now() - 0.005)
+        limiter = _enabled_by_one_throttle(*draws, config=config, clock=clock)
         clock.advance(1.0)  # the bucket fills (one token at most): both limiters alike again
         before = limiter.fill_rate
         limiter.update(True, sent_at=clock.now() - 0.005)  # a new congestion event, nothing served since
