@@ -97,7 +97,9 @@ def test_the_config_is_frozen() -> None:
         ("window", math.inf, "window must be a finite number (> 0 and <= 86400), got inf"),
         ("window", math.nan, "window must be a finite number (> 0 and <= 86400), got nan"),
         ("window", timedelta(0), "window must be > 0 and <= 86400, got 0.0"),
-        ("window", 10**400, "window must be > 0 and <= 86400, got 1000000"),
+        ("window", 10**400, "window must be a finite number (> 0 and <= 86400), got 1000000"),
+        ("window", 1e-320, "window must be >= 1e-09 s (shorter durations cannot be measured), got 1e-320"),
+        ("window", 5e-324, "window must be >= 1e-09 s (shorter durations cannot be measured), got 5e-324"),
         ("min_retries_per_second", -1, "min_retries_per_second must be >= 0 and <= 1e+06, got -1"),
         ("min_retries_per_second", math.inf, "min_retries_per_second must be a finite number (>= 0 and <= 1e+06)"),
         ("min_retries_per_second", 10**400, "min_retries_per_second must be >= 0 and <= 1e+06, got 1000000"),
@@ -130,11 +132,13 @@ def test_a_budget_that_allows_nothing_is_refused() -> None:
 
 
 def test_the_budget_checks_its_arguments() -> None:
-    """RetryBudget refuses a config of another type and a name that is not a string."""
+    """RetryBudget refuses a config of another type, a name that is not a string and events that are no bus."""
     with pytest.raises(TypeError, match="config must be a RetryBudgetConfig"):
         RetryBudget(0.1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="name must be a str"):
         RetryBudget(name=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"events must be a EventBus, got 5 \(int\)"):
+        RetryBudget(events=5)  # type: ignore[arg-type]
 
 
 # -- the rule

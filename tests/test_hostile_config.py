@@ -1,10 +1,14 @@
 """Every public constructor either refuses a hostile value with a named error or builds an object that works.
 
 The parameters are found by introspection (``inspect.signature``) of every public class of ``asyncretry``,
-``asyncretry.httpx`` and ``asyncretry.testing``, so a parameter added later is driven here without any
-change to this file. The rule, for each (constructor, parameter, hostile value): either a ``ValueError``
-or ``TypeError`` whose message names the parameter, or an object whose ``repr()``, ``statistics()`` and
-first use raise no builtin error (the library's own errors, such as ``RetryCapacityExceeded``, are
+``asyncretry.httpx``, ``asyncretry.redis``, ``asyncretry.otel`` and ``asyncretry.testing`` (and of the public
+functions that build a configured object, such as ``asyncretry.otel.instrument``), so a parameter added later
+is driven here without any change to this file; a public class added later fails
+``test_every_public_class_is_covered`` until it is given a first use here (or named as not a setting).
+
+The rule, for each (constructor, parameter, hostile value): either a ``ValueError`` or ``TypeError`` whose
+message names the parameter, or an object whose ``repr()``, ``statistics()`` and first use raise no builtin
+error (the library's own errors, such as ``RetryCapacityExceeded``, are
 behaviour, not breakage).
 """
 
@@ -14,7 +18,8 @@ import contextlib
 import enum
 import inspect
 import math
-from collections.abc import Callable
+import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -26,6 +31,8 @@ from hypothesis import strategies as st
 
 import asyncretry
 import asyncretry.httpx
+import asyncretry.otel
+import asyncretry.redis
 import asyncretry.testing
 from asyncretry import AsyncRetryError, OutcomeKind, RetryPolicy
 
@@ -41,16 +48,21 @@ HOSTILE: list[Any] = [
 
 # Besides exceptions, enums, protocols, events and statistics (found by type below), the records the library
 # builds and hands out (histories, outcomes, attempts) hold what they are given and are not settings; and
-# VirtualTimeEventLoop is an event loop, made by asyncretry.testing.virtual_time_loop().
+# VirtualTimeEventLoop is an event loop, made by asyncretry.testing.virtual_time_loop(). Instrumentation is
+# made by asyncretry.otel.instrument(), which is driven instead (see FACTORIES).
 NOT_SETTINGS = {
-    "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "FirstAttempt", "GiveUpInfo", "Outcome", "RetryHistory",
-    "RetryInfo", "RetrierStatistics", "ScopeStatistics", "SyncAttempts", "VirtualTimeEventLoop",
+    "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "FirstAttempt", "GiveUpInfo", "Instrumentation", "Outcome",
+    "RetryHistory", "RetryInfo", "RetrierStatistics", "ScopeStatistics", "SyncAttempts", "VirtualTimeEventLoop",
 }
+PUBLIC_MODULES = (asyncretry, asyncretry.httpx, asyncretry.redis, asyncretry.otel, asyncretry.testing)
+
+# The public functions that build a configured object from settings: driven like the constructors.
+FACTORIES: dict[str, Callable[..., Any]] = {"instrument": asyncretry.otel.instrument}
 
 
 def _public_classes() -> dict[str, type]:
     found: dict[str, type] = {}
-    for module in (asyncretry, asyncretry.httpx, asyncretry.testing):
+    for module in PUBLIC_MODULES:
         for name in module.__all__:
             obj = getattr(module, name)
             if not isinstance(obj, type) or name in NOT_SETTINGS:
@@ -63,7 +75,17 @@ def _public_classes() -> dict[str, type]:
     return found
 
 
-CLASSES = _public_classes()
+CLASSES: dict[str, Callable[..., Any]] = {**_public_classes(), **FACTORIES}
+
+
+def _dead_redis_url() -> str:
+    """A Redis URL on 127.0.0.1 where nothing listens: every round trip is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
+
+
+DEAD_REDIS = _dead_redis_url()
 
 # The arguments a constructor needs before one of its parameters can be driven.
 REQUIRED: dict[str, dict[str, Any]] = {
@@ -72,6 +94,12 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "HedgingConfig": {"delay": 0.1},
     "SequenceRandom": {"values": [0.5]},
     "TestMode": {"max_attempts": None, "no_wait": True},
+    "RedisBackend": {"client": DEAD_REDIS},
+    "RedisTokenBucket": {"redis": DEAD_REDIS, "rate": 1.0, "capacity": 1.0},
+    "RedisRetryQuota": {"redis": DEAD_REDIS},
+    "RedisAdaptiveRateLimiter": {"redis": DEAD_REDIS},
+    "RedisCircuitBreaker": {"redis": DEAD_REDIS},
+    "RedisRetryBudget": {"redis": DEAD_REDIS},
 }
 
 
@@ -79,56 +107,158 @@ def _ok_response(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200)
 
 
+def _in_virtual_time(main: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(main, backend="trio", backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
+
+
+def _on_asyncio(main: Callable[[], Awaitable[None]]) -> None:
+    """Redis-backed objects run on asyncio only (redis-py's client)."""
+    anyio.run(main, backend="asyncio")
+
+
+def _use_bucket(obj: asyncretry.AsyncTokenBucket) -> None:
+    obj.try_acquire(min(1.0, obj.capacity))
+    obj.time_until_available(min(1.0, obj.capacity))
+
+
+def _use_quota(obj: asyncretry.RetryQuota) -> None:
+    obj.try_acquire(obj.cost_of(OutcomeKind.TRANSIENT))
+    obj.release(1)
+
+
+def _use_limiter(obj: asyncretry.AdaptiveRateLimiter) -> None:
+    obj.update(True)
+    obj.update(False)
+    obj.try_acquire()
+    obj.time_until_available()
+
+
+def _use_breaker(obj: asyncretry.CircuitBreaker) -> None:
+    probe = obj.acquire()
+    obj.record_failure(probe)
+    _ = obj.state
+
+
+def _use_budget(obj: asyncretry.RetryBudget) -> None:
+    async def main() -> None:
+        obj.record_request()
+        if obj.try_spend():
+            obj.refund()
+        for _ in range(100):  # spent to exhaustion (its events), unless the floor is huge
+            if not obj.try_spend():
+                break
+        for _ in range(3):
+            await anyio.sleep(obj.config.window_seconds / 2)
+            obj.record_request()
+            obj.try_spend()
+
+    _in_virtual_time(main)
+
+
+def _use_async_transport(obj: asyncretry.httpx.AsyncRetryTransport) -> None:
+    async def send() -> None:
+        async with httpx.AsyncClient(transport=obj) as client:
+            await client.get("http://test.invalid/")
+
+    _in_virtual_time(send)
+
+
+def _use_sync_transport(obj: asyncretry.httpx.RetryTransport) -> None:
+    with httpx.Client(transport=obj) as client:
+        client.get("http://test.invalid/")
+
+
+def _use_redis(obj: Any) -> None:
+    """One round of the object's remote operations against a Redis that refuses: the fallback or the outage."""
+
+    async def main() -> None:
+        with contextlib.suppress(AsyncRetryError):
+            if isinstance(obj, asyncretry.redis.RedisBackend):
+                obj.key("bucket", "x")
+                obj.next_probe_in(obj.key("bucket", "x"))
+            elif isinstance(obj, asyncretry.redis.RedisTokenBucket):
+                await obj.try_acquire(min(1.0, obj.capacity))
+                await obj.time_until_available(min(1.0, obj.capacity))
+            elif isinstance(obj, asyncretry.redis.RedisRetryQuota):
+                await obj.try_acquire(obj.cost_of(OutcomeKind.TRANSIENT))
+                await obj.release(1)
+            elif isinstance(obj, asyncretry.redis.RedisAdaptiveRateLimiter):
+                obj.update(True)
+                obj.update(False)
+                obj.time_until_available()
+                await obj.refresh()
+            elif isinstance(obj, asyncretry.redis.RedisCircuitBreaker):
+                probe = await obj.acquire()
+                await obj.record(success=False, probe=probe)
+            elif isinstance(obj, asyncretry.redis.RedisRetryBudget):
+                await obj.record_request()
+                if await obj.try_spend():
+                    obj.refund()
+        backend = obj if isinstance(obj, asyncretry.redis.RedisBackend) else obj.backend
+        await backend.aclose()
+
+    _on_asyncio(main)
+
+
+def _use_instrumentation(obj: Any) -> None:
+    with obj:
+        obj.observe(asyncretry.RetryQuota())
+        asyncretry.GLOBAL_EVENTS.emit(asyncretry.Throttled(time=0.0, source="test", reason="test"))
+
+
+# How each public class (or factory) is used once, as a user would, after it was built from a hostile value.
+# Looked up by the exact class first, then by a base class (an ExponentialBackoff is a Backoff).
+FIRST_USES: dict[str, Callable[[Any], None]] = {
+    "AsyncTokenBucket": _use_bucket,
+    "RetryQuota": _use_quota,
+    "AdaptiveRateLimiter": _use_limiter,
+    "CircuitBreaker": _use_breaker,
+    "RetryBudget": _use_budget,
+    "RetryQuotaConfig": lambda obj: _use_quota(asyncretry.RetryQuota(obj)),
+    "AdaptiveLimiterConfig": lambda obj: _use_limiter(asyncretry.AdaptiveRateLimiter(obj)),
+    "CircuitBreakerConfig": lambda obj: _use_breaker(asyncretry.CircuitBreaker(obj)),
+    "RetryBudgetConfig": lambda obj: _use_budget(asyncretry.RetryBudget(obj)),
+    "HedgingConfig": lambda obj: _run_calls(asyncretry.Retrier(RetryPolicy(hedging=obj))),
+    "DeliveryPolicy": lambda obj: [
+        (obj.nominal_delay(attempt), obj.phase(attempt), obj.to_json()) for attempt in range(1, obj.max_retries + 2)
+    ],
+    **dict.fromkeys(
+        ("ExponentialBackoff", "DecorrelatedJitterBackoff", "FixedBackoff", "LinearBackoff", "NoBackoff"),
+        lambda obj: [obj.delay(attempt, 0.5) for attempt in (1, 2, 50)],
+    ),
+    "Classifier": lambda obj: (obj.classify_error(ConnectionResetError()), obj.classify_result(None)),
+    "RetryPolicy": lambda obj: _run_calls(asyncretry.Retrier(obj)),
+    "Retrier": lambda obj: _run_calls(obj),
+    "EventBus": lambda obj: obj.emit(asyncretry.Throttled(time=0.0, source="test", reason="test")),
+    "AnyioClock": lambda obj: _in_virtual_time(lambda: obj.sleep(0.01)),
+    "VirtualClock": lambda obj: obj.now(),
+    "SequenceRandom": lambda obj: obj(),
+    "TestMode": lambda obj: obj,  # a record of settings: test_mode() applies it (tests/test_testmode.py)
+    "HttpClassifier": lambda obj: obj.plain_success(200),
+    "AsyncRetryTransport": _use_async_transport,
+    "RetryTransport": _use_sync_transport,
+    "RedisBackend": _use_redis,
+    "RedisTokenBucket": _use_redis,
+    "RedisRetryQuota": _use_redis,
+    "RedisAdaptiveRateLimiter": _use_redis,
+    "RedisCircuitBreaker": _use_redis,
+    "RedisRetryBudget": _use_redis,
+    "Instrumentation": _use_instrumentation,
+}
+
+
+def _first_use_of(obj: Any) -> Callable[[Any], None] | None:
+    for kind in type(obj).__mro__:
+        if kind.__name__ in FIRST_USES:
+            return FIRST_USES[kind.__name__]
+    return None
+
+
 def _first_use(obj: Any) -> None:
     """Use the object once as a user would (the sync parts, and async parts in trio's virtual time)."""
-    if isinstance(obj, asyncretry.AsyncTokenBucket):
-        obj.try_acquire(min(1.0, obj.capacity))
-        obj.time_until_available(min(1.0, obj.capacity))
-    elif isinstance(obj, asyncretry.RetryQuota):
-        obj.try_acquire(obj.cost_of(OutcomeKind.TRANSIENT))
-        obj.release(1)
-    elif isinstance(obj, asyncretry.AdaptiveRateLimiter):
-        obj.update(True)
-        obj.update(False)
-        obj.try_acquire()
-        obj.time_until_available()
-    elif isinstance(obj, asyncretry.CircuitBreaker):
-        probe = obj.acquire()
-        obj.record_failure(probe)
-        _ = obj.state
-    elif isinstance(obj, asyncretry.RetryQuotaConfig):
-        _first_use(asyncretry.RetryQuota(obj))
-    elif isinstance(obj, asyncretry.AdaptiveLimiterConfig):
-        _first_use(asyncretry.AdaptiveRateLimiter(obj))
-    elif isinstance(obj, asyncretry.CircuitBreakerConfig):
-        _first_use(asyncretry.CircuitBreaker(obj))
-    elif isinstance(obj, asyncretry.Backoff):
-        for attempt in (1, 2, 50):
-            obj.delay(attempt, 0.5)
-    elif isinstance(obj, asyncretry.Classifier):
-        obj.classify_error(ConnectionResetError())
-        obj.classify_result(None)
-    elif isinstance(obj, RetryPolicy):
-        _run_calls(asyncretry.Retrier(obj))
-    elif isinstance(obj, asyncretry.Retrier):
-        _run_calls(obj)
-    elif isinstance(obj, asyncretry.EventBus):
-        obj.emit(asyncretry.Throttled(time=0.0, source="test", reason="test"))
-    elif isinstance(obj, asyncretry.testing.VirtualClock):
-        obj.now()
-    elif isinstance(obj, asyncretry.testing.SequenceRandom):
-        obj()
-    elif isinstance(obj, asyncretry.httpx.HttpClassifier):
-        obj.plain_success(200)
-    elif isinstance(obj, asyncretry.httpx.AsyncRetryTransport):
-        async def send() -> None:
-            async with httpx.AsyncClient(transport=obj) as client:
-                await client.get("http://test.invalid/")
-
-        anyio.run(send, backend="trio", backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
-    elif isinstance(obj, asyncretry.httpx.RetryTransport):
-        with httpx.Client(transport=obj) as client:
-            client.get("http://test.invalid/")
+    use = _first_use_of(obj)
+    assert use is not None, f"no first use for {type(obj).__name__}: add one to FIRST_USES"
+    use(obj)
 
 
 def _run_calls(retrier: asyncretry.Retrier) -> None:
@@ -147,7 +277,7 @@ def _run_calls(retrier: asyncretry.Retrier) -> None:
                 await retrier.call(flaky)
             failures.append(ConnectionResetError())
 
-    anyio.run(main, backend="trio", backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
+    _in_virtual_time(main)
 
 
 def _defaults(name: str) -> dict[str, Any]:
@@ -158,7 +288,7 @@ def _defaults(name: str) -> dict[str, Any]:
     return arguments
 
 
-def _parameters(name: str, cls: type) -> list[str]:
+def _parameters(name: str, cls: Callable[..., Any]) -> list[str]:
     signature = inspect.signature(cls)
     return [
         p.name for p in signature.parameters.values()
@@ -230,6 +360,32 @@ CASES = [
     for name, cls in sorted(CLASSES.items())
     for parameter in _parameters(name, cls)
 ]
+
+
+def test_every_public_class_is_covered() -> None:
+    """Every public class of every public module is driven here (with a first use) or named as not a setting."""
+    missing = []
+    for module in PUBLIC_MODULES:
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not isinstance(obj, type) or name in NOT_SETTINGS or name not in CLASSES:
+                continue
+            if _first_use_of(CLASSES[name](**_defaults(name))) is None:
+                missing.append(f"{module.__name__}.{name}")
+    assert missing == [], missing
+    assert {"RedisBackend", "RedisTokenBucket", "RedisRetryBudget", "RetryBudget", "RetryBudgetConfig",
+            "DeliveryPolicy", "HedgingConfig", "instrument"} <= set(CLASSES)
+
+
+def test_every_factory_result_is_used() -> None:
+    """What each public factory builds (instrument() -> Instrumentation) has a first use, so it is driven too."""
+    for name in FACTORIES:
+        built = CLASSES[name](**_defaults(name))
+        try:
+            assert _first_use_of(built) is not None, name
+        finally:
+            with contextlib.suppress(Exception):
+                built.uninstrument()
 
 
 def test_every_public_settings_class_is_driven() -> None:

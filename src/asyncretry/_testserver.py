@@ -57,7 +57,7 @@ from typing import Any
 
 import anyio
 
-from ._validate import check_int, check_number, check_seconds
+from ._validate import as_seconds, check_int, check_number, check_seconds
 
 __all__ = ["FAULTS", "FaultServer", "FaultyApp", "Received", "ServerConfig", "ServerStatistics"]
 
@@ -81,10 +81,6 @@ def _check_fault(name: str, fault: str) -> str:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, FAULTS))} or a status code, got {fault!r}")
     return fault
 
-
-def _seconds(value: float | timedelta) -> float:
-    # The config normalises durations to float seconds; this only narrows the declared type.
-    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def _check_rate(name: str, value: float) -> float:
@@ -431,9 +427,9 @@ class FaultyApp:
 
     async def _act(self, record: Received, config: ServerConfig, receive: Receive, send: Send) -> None:
         fault = record.fault
-        latency = _seconds(config.latency)
+        latency = as_seconds(config.latency)
         if fault == "slow":
-            latency += _seconds(config.slow_delay)
+            latency += as_seconds(config.slow_delay)
         if latency > 0.0:
             await anyio.sleep(latency)
         if fault in ("reset", "close"):
@@ -462,7 +458,7 @@ class FaultyApp:
         if status == config.throttle_status:
             code = "TooManyRequestsException"
             if config.retry_after is not None:
-                extra.append((b"retry-after", str(math.ceil(_seconds(config.retry_after))).encode()))
+                extra.append((b"retry-after", str(math.ceil(as_seconds(config.retry_after))).encode()))
             counter = "throttled"
         else:
             code = "ServiceUnavailable" if status == 503 else f"HTTP{status}"

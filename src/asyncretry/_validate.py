@@ -15,6 +15,7 @@ from typing import Any, SupportsFloat, TypeVar
 __all__ = [
     "MAX_INT",
     "MIN_SECONDS",
+    "as_seconds",
     "check_bool",
     "check_callable",
     "check_choice",
@@ -140,6 +141,15 @@ def check_seconds(
     if low_open and low == 0.0 and seconds < MIN_SECONDS:
         raise ValueError(f"{name} must be >= {MIN_SECONDS:g} s (shorter durations cannot be measured), got {value!r}")
     return seconds
+
+
+def as_seconds(value: float | timedelta) -> float:
+    """A duration a configuration has already checked, as float seconds.
+
+    Configurations store every duration as float seconds after :func:`check_seconds`; their fields are still
+    declared ``float | timedelta`` (what users may pass), and this narrows the type where they are read.
+    """
+    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def _short(value: object) -> str:

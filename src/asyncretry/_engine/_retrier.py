@@ -24,7 +24,7 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, RemoteLimiter, RemoteQuota
-from .._validate import check_int, check_seconds
+from .._validate import check_clock, check_int, check_seconds
 from ._attempt import NOT_SET, Attempt
 from ._call import Judge, Label
 from ._drivers import Attempts, SyncAttempts, _begin_now
@@ -140,8 +140,8 @@ class Retrier:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {name!r}")
         self.name = name
-        if clock is not None and not all(callable(getattr(clock, method, None)) for method in ("now", "sleep")):
-            raise TypeError(f"clock must have now() and sleep(seconds), got {clock!r}")
+        if clock is not None:
+            check_clock("clock", clock)
         #: the time source of every decision (the default reads the running event loop's clock)
         self.clock: Clock = clock if clock is not None else DEFAULT_CLOCK
         if rng is not None and not callable(rng):

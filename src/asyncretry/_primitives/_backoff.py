@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Protocol, runtime_checkable
 
-from .._validate import check_callable, check_choice, check_int, check_number, check_seconds
+from .._validate import as_seconds, check_callable, check_choice, check_int, check_number, check_seconds
 from ._clock import RandomSource
 
 __all__ = [
@@ -72,10 +72,6 @@ class Backoff(Protocol):
         """
         ...
 
-
-def _seconds(value: float | timedelta) -> float:
-    # __post_init__ has already stored every duration as float seconds; this only narrows the type.
-    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def _check_attempt(attempt: int) -> int:
@@ -246,7 +242,7 @@ class ExponentialBackoff:
             ValueError: ``attempt < 1``.
         """
         return _grow(
-            _seconds(self.initial), self.multiplier, _check_attempt(attempt) - 1, _seconds(self.max_delay)
+            as_seconds(self.initial), self.multiplier, _check_attempt(attempt) - 1, as_seconds(self.max_delay)
         )
 
     def delay(self, attempt: int, u: float, previous: float | None = None) -> float:
@@ -336,8 +332,8 @@ class DecorrelatedJitterBackoff:
         """
         attempt = _check_attempt(attempt)
         u = _check_u(u)
-        base = _seconds(self.base)
-        cap = _seconds(self.max_delay)
+        base = as_seconds(self.base)
+        cap = as_seconds(self.max_delay)
         highest_prev = _grow(base, 3.0, attempt - 1, cap)
         prev = base if previous is None else check_number("previous", previous, low=0.0, allow_inf=True)
         prev = min(max(prev, base), highest_prev)
@@ -345,8 +341,8 @@ class DecorrelatedJitterBackoff:
 
     def bounds(self, attempt: int) -> tuple[float, float]:
         """Return ``(base, min(max_delay, base * 3**attempt))`` in seconds."""
-        base = _seconds(self.base)
-        return (base, _grow(base, 3.0, _check_attempt(attempt), _seconds(self.max_delay)))
+        base = as_seconds(self.base)
+        return (base, _grow(base, 3.0, _check_attempt(attempt), as_seconds(self.max_delay)))
 
     def schedule(self, attempts: int, rng: RandomSource | None = None) -> list[float]:
         """Return the delays after failed attempts ``1..attempts``; see :meth:`Backoff.schedule`."""
@@ -434,7 +430,7 @@ class LinearBackoff:
     def bounds(self, attempt: int) -> tuple[float, float]:
         """Return ``(d, d)`` where ``d`` is the delay after failed attempt ``attempt``."""
         steps = _check_attempt(attempt) - 1
-        initial, increment, cap = _seconds(self.initial), _seconds(self.increment), _seconds(self.max_delay)
+        initial, increment, cap = as_seconds(self.initial), as_seconds(self.increment), as_seconds(self.max_delay)
         # Decide saturation before multiplying: float * int raises OverflowError for a huge attempt number.
         d = min(initial + increment * steps, cap) if increment == 0.0 or steps < (cap - initial) / increment else cap
         return (d, d)

@@ -36,7 +36,7 @@ from typing import ClassVar
 
 from .._events import GLOBAL_EVENTS, BreakerStateChanged, EventBus
 from .._exceptions import CircuitOpenError
-from .._validate import check_clock, check_instance, check_int, check_number, check_seconds, check_str
+from .._validate import as_seconds, check_clock, check_instance, check_int, check_number, check_seconds, check_str
 from ._clock import DEFAULT_CLOCK, Clock
 
 __all__ = ["BreakerState", "BreakerStatistics", "CircuitBreaker", "CircuitBreakerConfig"]
@@ -57,10 +57,6 @@ class BreakerState(StrEnum):
     ISOLATED = "isolated"
     """Forced open by hand (:meth:`CircuitBreaker.isolate`) until :meth:`CircuitBreaker.reset`."""
 
-
-def _seconds(value: float | timedelta) -> float:
-    # __post_init__ has already turned every duration into float seconds; this only narrows the type.
-    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,9 +300,9 @@ class CircuitBreaker:
         self._clock = DEFAULT_CLOCK if clock is None else check_clock("clock", clock)
         self.name = check_str("name", name)
         self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
-        self._window = _Window(_seconds(self._config.sampling_duration))
-        self._base_break = _seconds(self._config.break_duration)
-        self._max_break = _seconds(self._config.max_break_duration)
+        self._window = _Window(as_seconds(self._config.sampling_duration))
+        self._base_break = as_seconds(self._config.break_duration)
+        self._max_break = as_seconds(self._config.max_break_duration)
         self._multiplier = self._config.break_duration_multiplier
         self._state = _CLOSED
         self._break = self._base_break

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from .._events import GLOBAL_EVENTS, BudgetExhausted, BudgetRestored, EventBus
-from .._validate import check_clock, check_int, check_number
+from .._validate import check_clock, check_instance, check_int, check_number, check_seconds
 from ._clock import DEFAULT_CLOCK, Clock
 
 __all__ = ["BudgetStatistics", "RetryBudget", "RetryBudgetConfig"]
@@ -65,8 +65,8 @@ class RetryBudgetConfig:
     Args:
         ratio: retries allowed per request in the window, from 0 to 1000 (0.2: one retry per five
             calls). Default 0.2.
-        window: how far back requests and retries count, seconds (> 0, at most a day) or a
-            ``timedelta``. Default 10.
+        window: how far back requests and retries count, seconds (at least a nanosecond, at most a
+            day) or a ``timedelta``. Default 10.
         min_retries_per_second: the floor: retries allowed per second of window whatever the traffic
             (>= 0, at most 1e6), so that a quiet client can still retry. Default 10.
         slices: the time slices the window is kept in, an integer from 1 to 100; the window slides
@@ -87,10 +87,7 @@ class RetryBudgetConfig:
 
     def __post_init__(self) -> None:
         ratio = _bounded("ratio", self.ratio, 0.0, _MAX_RATIO)
-        window = self.window
-        if isinstance(window, timedelta):
-            window = window.total_seconds()
-        window = _bounded("window", window, 0.0, _MAX_WINDOW, low_open=True)
+        window = check_seconds("window", self.window, low_open=True, high=_MAX_WINDOW)
         floor = _bounded("min_retries_per_second", self.min_retries_per_second, 0.0, _MAX_FLOOR)
         check_int("slices", self.slices, low=1, high=100)
         if ratio == 0 and floor == 0:
@@ -208,7 +205,7 @@ class RetryBudget:
         self._config = config
         self._clock = check_clock("clock", clock) if clock is not None else DEFAULT_CLOCK
         self.name = name
-        self._events = events if events is not None else GLOBAL_EVENTS
+        self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
         self._ratio = config.ratio
         self._floor = config.floor
         self._width = config.slice_seconds

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
-from .._validate import check_choice, check_int, check_number, check_seconds
+from .._validate import as_seconds, check_choice, check_int, check_number, check_seconds
 from ._backoff import _schedule
 from ._clock import RandomSource
 
@@ -99,10 +99,6 @@ def _gap(function: str, x: float) -> float:
         return (math.pow(_R, x) - _R) / (1.0 - _R)
     return rest * rest * math.pow(_R, x)
 
-
-def _seconds(value: float | timedelta) -> float:
-    # __post_init__ has already stored every duration as float seconds; this only narrows the type.
-    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -319,7 +315,7 @@ class DeliveryPolicy:
         """
 
         def number(value: float | timedelta) -> float | int:
-            seconds = _seconds(value)
+            seconds = as_seconds(value)
             return int(seconds) if seconds.is_integer() else seconds
 
         result: dict[str, Any] = {
@@ -384,7 +380,7 @@ class DeliveryPolicy:
             ValueError: ``attempt < 1``.
         """
         phase, index = self._locate(attempt)
-        low, high = _seconds(self.min_delay_target), _seconds(self.max_delay_target)
+        low, high = as_seconds(self.min_delay_target), as_seconds(self.max_delay_target)
         if phase == "immediate":
             return 0.0
         if phase == "pre-backoff":
@@ -402,7 +398,7 @@ class DeliveryPolicy:
 
     def total_delay(self) -> float:
         """Return the total of all ``num_retries`` nominal delays in seconds (an upper bound with jitter)."""
-        low, high = _seconds(self.min_delay_target), _seconds(self.max_delay_target)
+        low, high = as_seconds(self.min_delay_target), as_seconds(self.max_delay_target)
         backoff = math.fsum(self._backoff_delay(i, low, high) for i in range(self.num_backoff_retries))
         return self.num_min_delay_retries * low + backoff + self.num_max_delay_retries * high
 

@@ -28,7 +28,7 @@ from redis.crc import key_slot
 from .._events import GLOBAL_EVENTS, BackendRecovered, BackendUnavailableEvent, EventBus
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
-from .._validate import check_choice, check_number
+from .._validate import check_choice, check_clock, check_number, check_seconds
 from ._scripts import Script
 
 __all__ = ["BackendStatistics", "Client", "OnUnavailable", "RedisBackend"]
@@ -227,11 +227,16 @@ class RedisBackend:
                 # A node that is down must stop only the slots it serves, not the client's view of the others.
                 options["require_full_coverage"] = False
             options.update(client_options)
-            self._client: Client = (
-                redis.asyncio.RedisCluster.from_url(client, **options)
-                if cluster
-                else redis.asyncio.Redis.from_url(client, **options)
-            )
+            try:
+                self._client: Client = (
+                    redis.asyncio.RedisCluster.from_url(client, **options)
+                    if cluster
+                    else redis.asyncio.Redis.from_url(client, **options)
+                )
+            except ValueError as error:  # redis-py's words for a malformed URL do not say which argument
+                raise ValueError(
+                    f"client must be a redis://, rediss:// or unix:// URL, got {client!r} ({error})"
+                ) from None
             self._owned = True
         elif isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster)):
             if client_options:
@@ -481,20 +486,12 @@ def seconds(name: str, value: object, *, high: float, low_open: bool = True) -> 
         TypeError: not a number or ``timedelta``.
         ValueError: NaN, infinite, out of range, or an int too large for a float (the message names it).
     """
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    try:
-        return check_number(name, value, low=0.0, low_open=low_open, high=high)
-    except OverflowError:
-        raise ValueError(f"{name} must be > 0 and <= {high:g}, got {value!r}") from None
+    return check_seconds(name, value, low_open=low_open, high=high)  # type: ignore[arg-type]  # checked there
 
 
 def number(name: str, value: object, *, low: float = 0.0, low_open: bool = True, high: float = 1e15) -> float:
     """A finite number within ``(low, high]`` (huge ints refused with ``ValueError``, not ``OverflowError``)."""
-    try:
-        return check_number(name, value, low=low, low_open=low_open, high=high)
-    except OverflowError:
-        raise ValueError(f"{name} must be a finite number <= {high:g}, got {value!r}") from None
+    return check_number(name, value, low=low, low_open=low_open, high=high)
 
 
 def ttl_ms(value: object) -> int:
@@ -508,8 +505,8 @@ def check_parts(clock: object, events: object = None, rng: object = None) -> Non
     Raises:
         TypeError: naming the parameter and what it got.
     """
-    if clock is not None and not (callable(getattr(clock, "now", None)) and callable(getattr(clock, "sleep", None))):
-        raise TypeError(f"clock must have now() and async sleep(seconds), got {clock!r}")
+    if clock is not None:
+        check_clock("clock", clock)
     if events is not None and not isinstance(events, EventBus):
         raise TypeError(f"events must be an asyncretry.EventBus, got {events!r}")
     if rng is not None and not callable(rng):

@@ -26,6 +26,7 @@ from .._events import GLOBAL_EVENTS, BreakerStateChanged, EventBus
 from .._exceptions import CircuitOpenError
 from .._primitives._breaker import BreakerState, BreakerStatistics, CircuitBreaker, CircuitBreakerConfig
 from .._primitives._clock import DEFAULT_CLOCK, Clock
+from .._validate import as_seconds
 from ._backend import _MAX_DELAY, Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, seconds, text, ttl_ms
 from ._scripts import BREAKER
 
@@ -34,10 +35,6 @@ __all__ = ["RedisBreakerStatistics", "RedisCircuitBreaker"]
 _PEEK, _ACQUIRE, _SUCCESS, _FAILURE, _ISOLATE, _RESET = range(6)
 _STATES = (BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN, BreakerState.ISOLATED)
 
-
-def _seconds(value: float | timedelta) -> float:
-    # The config normalises durations to float seconds; this only narrows the type.
-    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,15 +128,15 @@ class RedisCircuitBreaker(_Linked):
         self._local = CircuitBreaker(config, clock=clock, name=name, events=events)
         c = self._local.config
         self._args = (
-            fmt(c.failure_ratio), c.minimum_throughput, fmt(_seconds(c.sampling_duration)),
+            fmt(c.failure_ratio), c.minimum_throughput, fmt(as_seconds(c.sampling_duration)),
             c.consecutive_failures if c.consecutive_failures is not None else -1,
-            fmt(_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(_seconds(c.max_break_duration)),
+            fmt(as_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(as_seconds(c.max_break_duration)),
             c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), key_ttl_ms,
             c.half_open_failures_to_reopen,
         )
         self._released = 0  # cancelled probes of half-open period _released_in, reported with the next round trip
         self._released_in = 0
-        self._view = _View(break_duration=_seconds(c.break_duration))
+        self._view = _View(break_duration=as_seconds(c.break_duration))
 
     @property
     def name(self) -> str:

@@ -57,7 +57,7 @@ from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
-from .._validate import check_seconds
+from .._validate import as_seconds, check_seconds
 from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
 from ._scripts import LIMITER, LIMITER_ASYNCRETRY
 
@@ -68,10 +68,6 @@ _DEFAULT = AdaptiveLimiterConfig()
 # The most throttle send times one report carries (a report covers about one request per task).
 _MAX_SENDS = 64
 
-
-def _seconds(value: float | timedelta) -> float:
-    # The config normalises durations to float seconds; this only narrows the type.
-    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 class _Muted(EventBus):
@@ -210,18 +206,19 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._aws = c.profile == "aws"
         if self._aws:
             self._args: tuple[str, ...] = (
-                fmt(c.beta), fmt(c.scale_constant), fmt(c.smoothing), fmt(_seconds(c.measurement_bucket)),
+                fmt(c.beta), fmt(c.scale_constant), fmt(c.smoothing), fmt(as_seconds(c.measurement_bucket)),
                 fmt(c.min_fill_rate), fmt(c.min_capacity), fmt(c.max_rate_growth),
             )
         else:
             self._args = (
                 fmt(c.utilization), fmt(c.repeat_decrease), fmt(c.min_repeat_decrease),
-                fmt(_seconds(c.reaction_time)), fmt(_seconds(c.measurement_window)), fmt(_seconds(c.recovery_time)),
-                fmt(_seconds(c.quick_recovery_time)), fmt(c.stable_change), fmt(_seconds(c.settle_time)),
-                fmt(_seconds(c.probe_doubling_time)), fmt(_seconds(c.burst)), fmt(c.growth_margin),
+                fmt(as_seconds(c.reaction_time)), fmt(as_seconds(c.measurement_window)),
+                fmt(as_seconds(c.recovery_time)),
+                fmt(as_seconds(c.quick_recovery_time)), fmt(c.stable_change), fmt(as_seconds(c.settle_time)),
+                fmt(as_seconds(c.probe_doubling_time)), fmt(as_seconds(c.burst)), fmt(c.growth_margin),
                 fmt(c.max_rate_growth), fmt(c.min_fill_rate), fmt(c.min_capacity),
             )
-        self._echo_guard = _seconds(c.measurement_window) / 10
+        self._echo_guard = as_seconds(c.measurement_window) / 10
         self._reported = 0  # responses not yet reported to the fleet
         self._throttled = 0  # of those, throttles
         self._sends: list[float] = []  # the send times of those throttles (local clock), for the default profile
@@ -293,7 +290,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         if not (self._view.enabled or self._throttled or now >= self._next_sync or self._link.degraded):
             self._acquires += 1
             return
-        max_wait = None if limit is None else _seconds(limit)
+        max_wait = None if limit is None else as_seconds(limit)
         reply = await self._run(want=True, max_wait=max_wait)
         if reply is None:
             try:
