@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -146,6 +147,56 @@ def test_missing_cli_extra_exits_1_saying_what_to_install(
 
 
 # --- schedule
+
+
+@pytest.mark.parametrize("command", ["schedule", "simulate", "demo"])
+def test_help_wraps_to_the_terminal_and_never_inside_a_name(
+    capsys: pytest.CaptureFixture[str], width: int, command: str
+) -> None:
+    """``--help`` fills the terminal's width (no line breaks written into the texts) and breaks lines at spaces
+    only, so a name such as ``standard-2026-throttling`` stays whole."""
+    status, out, _ = run(capsys, command, "--help")
+    assert status == 0
+    assert_fits(out, width)
+    description = out.split("\n\n")[1]  # the paragraph after the usage
+    lines = description.splitlines()
+    assert all(len(line) > width - 25 for line in lines[:-1])  # filled, not wrapped at a fixed width
+    words = set(out.split())
+    if command == "schedule":
+        assert {"standard-2026-throttling,", "sns-customer-managed,", "exponential-reduce,"} <= words
+    assert not any(word.endswith("-") and len(word) > 1 for word in words)  # nothing broken after a hyphen
+
+
+def test_schedule_most_in_all_sums_every_retry_the_policy_makes(capsys: pytest.CaptureFixture[str]) -> None:
+    """"most in all" is the sum of every retry's longest delay, not of the columns shown: SNS's policy for AWS
+    endpoints makes 100,015 retries, most of them 20 s apart."""
+    status, out, _ = run(capsys, "schedule", "sns-aws-managed", "sns-linear", "exponential")
+    assert status == 0
+    aws = DeliveryPolicy.aws_managed_endpoints()
+    assert row(out, "sns-aws-managed")[1] == "100,015"
+    assert row(out, "sns-aws-managed")[-1] == f"{aws.total_delay():,.0f}"  # 2,000,159 s
+    assert row(out, "exponential")[-1] == "91"  # no limit of its own: the 8 retries shown, 1+2+4+8+16+20+20+20
+
+
+def test_configurations_without_the_breaker() -> None:
+    """``breaker=False`` (``--no-breaker``) leaves the demo's breaker out of every configuration that has one."""
+    names = ["standard", "adaptive", "budget"]
+    assert all(c.policy.breaker is not None for c in configurations(names))
+    assert all(c.policy.breaker is None for c in configurations(names, breaker=False))
+    assert all("breaker" not in c.description for c in configurations(names, breaker=False))
+
+
+def test_the_documented_quota_and_budget_comparison_tells_them_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    """The docs' ``--configs standard,budget --no-breaker`` run through an outage shows the quota and the budget
+    apart: the budget keeps retrying (more sends per request) where the quota has run dry."""
+    status, out, _ = run(
+        capsys, "simulate", "--configs", "standard,budget", "--no-breaker", "--capacity", "0:40,10:0,20:40",
+        "--duration", "30", "--clients", "20",
+    )
+    assert status == 0
+    standard, budget = row(out, "standard"), row(out, "budget")
+    assert standard[6] == budget[6] == "-"  # no breaker, no trips
+    assert float(budget[5].rstrip("x")) > float(standard[5].rstrip("x"))
 
 
 def test_schedule_shows_the_jitter_range_and_the_drawn_delays(capsys: pytest.CaptureFixture[str], width: int) -> None:
@@ -389,6 +440,24 @@ def test_the_live_progress_lines_are_never_cut_short_at_any_width(width: int) ->
         assert "…" not in line
         assert all(figure in line for figure in ("11930", "34%", "1234"))
     assert any("requests" in line for line in lines) == (width >= 120)
+
+
+def test_the_progress_lines_keep_their_labels_at_80_columns_on_a_terminal() -> None:
+    """On an 80-column terminal every progress line keeps its name and each figure's label, the longest
+    configuration name (adaptive with two profiles) included."""
+    console = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+    configs = configurations(["none", "standard", "adaptive", "budget"], profiles=("aws", "asyncretry"))
+    tally = Tally(elapsed=12.0, requests=99999, succeeded=99990, attempts=99999, throttled_attempts=4400,
+                  fill_rate=1234.5)
+    with live_progress(console, configs, 12.0) as tick_for:
+        for index in range(len(configs)):
+            tick_for(index)(tally)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", console.file.getvalue())  # type: ignore[attr-defined]
+    final = [line for line in text.replace("\r", "\n").splitlines() if "12.0/12" in line][-len(configs):]
+    for config, line in zip(configs, final, strict=True):
+        assert len(line) <= 80
+        assert line.startswith(config.name)
+        assert all(label in line for label in ("ok 99990", "failed", "429", "limiter 1234/s"))
 
 
 # --- the share's yardstick: what an ideal fleet of the same clients gets

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,8 +28,23 @@ _LAYOUTS = ("shared", "independent")  # as asyncretry._simulation.LAYOUTS, witho
 _EXTRA_MODULES = {"httpx": "cli", "rich": "cli", "uvicorn": "cli", "matplotlib": "plot"}
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the descriptions' line breaks and shows real defaults as users would type them."""
+class _Formatter(argparse.HelpFormatter):
+    """Wraps every text to the terminal's width, never inside a word, and shows real defaults as typed.
+
+    argparse's own wrapping breaks at hyphens (``standard-2026-`` / ``throttling``); the names of policies
+    and options must stay whole, so lines break at spaces only.
+    """
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False) or [""]
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.fill(
+            text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False,
+            break_long_words=False,
+        )
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -66,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="asyncretry",
         description="See what asyncretry does: a live demo, delay schedules, and simulations in virtual time.",
         epilog="Run 'asyncretry COMMAND --help' for a command's options.",
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -74,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="compare no retries, naive retries, standard and adaptive mode against a live local server",
         description=(
-            "Start a local HTTP server (127.0.0.1) whose capacity changes over time, that throttles above it\n"
-            "(429 + Retry-After), fails a few requests (503) and has a short outage; drive concurrent clients\n"
+            "Start a local HTTP server (127.0.0.1) whose capacity changes over time, that throttles above it "
+            "(429 + Retry-After), fails a few requests (503) and has a short outage; drive concurrent clients "
             "through asyncretry's httpx transport in each configuration in turn, and compare them."
         ),
         formatter_class=_Formatter,
@@ -91,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the adaptive limiter's profile(s), comma-separated, from: "
                       + ", ".join(_limiter_profiles()))
     demo.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")
+    demo.add_argument("--breaker", action=argparse.BooleanOptionalAction, default=True,
+                      help="give the standard, adaptive and budget configurations the demo's circuit breaker; "
+                      "--no-breaker shows what the quota, the limiter or the budget alone do in an outage")
     demo.add_argument("--layout", choices=_LAYOUTS, default="shared",
                       help="shared: the clients share one retrying transport (one limiter); independent: one each")
     demo.add_argument("--plot", type=png_path, metavar="FILE.png",
@@ -101,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         "schedule",
         help="print (and plot) the delays between retries of backoff strategies and presets",
         description=(
-            "Print the delay before each retry of backoff strategies, the SNS delivery policy's four backoff\n"
-            "functions and the AWS presets: the range jitter can pick from, and with --seed the delays drawn.\n"
+            "Print the delay before each retry of backoff strategies, the SNS delivery policy's four backoff "
+            "functions and the AWS presets: the range jitter can pick from, and with --seed the delays drawn. "
             "POLICY names a strategy, a preset or a group (backoff, sns, aws, all)."
         ),
         formatter_class=_Formatter,
@@ -142,13 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate",
         help="the demo's comparison in virtual time: minutes of traffic in seconds",
         description=(
-            "Run the demo's clients and server logic in virtual time (no sockets, no waiting): minutes of\n"
-            "traffic in seconds of compute, to choose settings before production. The server is the demo's\n"
+            "Run the demo's clients and server logic in virtual time (no sockets, no waiting): minutes of "
+            "traffic in seconds of compute, to choose settings before production. The server is the demo's "
             "(--scenario demo, scaled to the demand) or one of the adaptive-limiter scenarios, or --capacity."
         ),
         formatter_class=_Formatter,
     )
-    simulate.add_argument("--scenario", choices=_scenarios(), default="demo", help="the server's capacity script")
+    simulate.add_argument("--scenario", choices=_scenarios(), default="demo", metavar="SCENARIO",
+                          help="the server's capacity script, from: " + ", ".join(_scenarios()))
     simulate.add_argument("--capacity", type=capacity_schedule, metavar="START:RATE,...",
                           help="a capacity script instead of --scenario, e.g. 0:100,60:0,65:50 (rate 0: outage)")
     simulate.add_argument("--duration", type=number(1, 86400, unit="s"),
@@ -166,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="adaptive limiter profiles to compare, comma-separated, from: "
                           + ", ".join(_limiter_profiles()))
     simulate.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")
+    simulate.add_argument("--breaker", action=argparse.BooleanOptionalAction, default=True,
+                      help="give the standard, adaptive and budget configurations the demo's circuit breaker; "
+                      "--no-breaker shows what the quota, the limiter or the budget alone do in an outage")
     simulate.add_argument("--slow", type=number(0, 1), default=0.0,
                           help="the fraction of served requests that take 20x the service time (a latency tail)")
     simulate.add_argument("--hedge", type=hedge_after, metavar="SECONDS|pNN",

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                         layout=args.layout)
     if args.plot is not None:
         pyplot()  # a missing matplotlib should stop the demo before it runs, not after
-    configs = configurations(args.configs, profiles=args.profile)
+    configs = configurations(args.configs, profiles=args.profile, breaker=args.breaker)
     server = DemoServer(
         demo_scenario(workload.duration, workload.demand),
         rng=random.Random(args.seed).random,

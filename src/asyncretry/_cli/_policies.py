@@ -127,7 +127,7 @@ def _build(name: str, args: argparse.Namespace) -> Schedule:
     if name in ("sns-aws-managed", "sns-customer-managed"):
         policy = (DeliveryPolicy.aws_managed_endpoints() if name == "sns-aws-managed"
                   else DeliveryPolicy.customer_managed_endpoints())
-        return Schedule(name, "sns", policy, policy.num_retries, f"SNS's own policy, {policy.num_retries} retries")
+        return Schedule(name, "sns", policy, policy.num_retries, f"SNS's own policy, {policy.num_retries:,} retries")
     if name.startswith("sns-"):
         function = name.partition("-")[2]
         base = _sns_base(args)

@@ -24,10 +24,10 @@ WIDE = 120
 
 def _stats(tally: Tally, *, wide: bool = True) -> str:
     throttled = tally.throttled_attempts / tally.attempts if tally.attempts else 0.0
-    if not wide:  # fits an 80-column terminal beside the name, the bar and the time
+    if not wide:  # fits an 80-column terminal beside the name and the time, every figure with its label
         text = f"ok {tally.succeeded:>5} failed {tally.failed:>4} 429 {percent(throttled):>5}"
         if tally.fill_rate is not None:
-            text += f" {tally.fill_rate:4.0f}/s"
+            text += f" limiter {tally.fill_rate:4.0f}/s"
         return text
     text = (
         f"requests {tally.requests:>5} ok {tally.succeeded:>5} failed {tally.failed:>5} "
@@ -44,13 +44,16 @@ def live_progress(
 ) -> Iterator[Callable[[int], Callable[[Tally], None]]]:
     """Show one progress line per configuration; yields ``tick_for(index)``, the ``on_tick`` of each run.
 
-    From :data:`WIDE` columns a line shows every counter; narrower (80 columns, say), only successes,
-    failures, the share throttled and the limiter's rate, so that no line is cut short.
+    From :data:`WIDE` columns a line shows a bar and every counter; narrower (80 columns, say), no bar and
+    only successes, failures, the share throttled and the limiter's rate, each with its label, so that no
+    line is cut short.
     """
     wide = console.width >= WIDE
+    # Narrower than WIDE, the bar goes (the time says as much) so that the labels keep their room.
+    bar = [BarColumn(bar_width=16)] if wide else []
     progress = Progress(
         TextColumn("{task.description:<14}"),
-        BarColumn(bar_width=16),
+        *bar,
         TextColumn("{task.completed:>5.1f}/{task.total:.0f} " + unit),
         TextColumn("{task.fields[stats]}"),
         console=console,

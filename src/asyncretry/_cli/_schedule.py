@@ -8,6 +8,7 @@ draws them (one random number per retry, each delay passed on as the previous on
 from __future__ import annotations
 
 import argparse
+import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,10 +46,19 @@ def delays(schedule: Schedule, attempts: int, seed: int | None = None) -> list[t
     return [schedule.backoff.bounds(n) for n in range(1, count + 1)]
 
 
+_MOST = "most in all: every retry the policy makes (the n shown when it has no limit of its own)"
+
+
+def _most_in_all(schedule: Schedule, attempts: int, seed: int | None) -> float:
+    """The longest the policy waits in all: over every retry it makes, not only the columns shown."""
+    count = attempts if schedule.retries is None else schedule.retries
+    return math.fsum(high for _, high in delays(schedule, count, seed))
+
+
 def _number(value: float) -> str:
     if value == 0:
         return "0"
-    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
 
 
 def _short(value: float) -> str:
@@ -61,15 +71,33 @@ def _cell(low: float, high: float) -> str:
     return _number(high) if low == high else f"{_short(low)}-{_short(high)}"
 
 
-def _table(group: str, schedules: Sequence[Schedule], attempts: int, seeds: Sequence[int]) -> Table:
+_WIDE = 110  # a terminal this wide shows every name on one line
+_NAME_WIDTH = 15
+
+
+def _hyphen_lines(name: str, width: int) -> str:
+    """``name`` in lines of at most ``width`` characters, broken after hyphens only (a word is never split)."""
+    lines = [""]
+    for part in name.split("-"):
+        piece = part if not lines[-1] else f"-{part}"
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines[-1] += "-"
+            lines.append(part)
+        else:
+            lines[-1] += piece
+    return "\n".join(lines)
+
+
+def _table(group: str, schedules: Sequence[Schedule], attempts: int, seeds: Sequence[int], width: int) -> Table:
     table = Table(
         title=f"{_TITLES[group]}: seconds before retry n",
-        caption="a-b: jitter draws from a to b (.05 = 0.05 s); -: the policy has given up by then"
+        caption="a-b: jitter draws from a to b (.05 = 0.05 s); -: the policy has given up by then; " + _MOST
         if group != "sns" else
-        "nominal delays: SNS's jitter lowers each by up to 10% at random; -: the policy has given up by then",
+        "nominal delays: SNS's jitter lowers each by up to 10% at random; -: the policy has given up by then; "
+        + _MOST,
         title_style="bold", caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=0,
     )
-    # About 75 columns for 8 retries: a policy's name may wrap at a hyphen, a delay never wraps.
+    # About 80 columns for 8 retries: a policy's name may wrap after a hyphen (never inside a word), a delay never.
     table.add_column("policy", style="bold", overflow="fold")
     table.add_column("max\nretries", justify="right", no_wrap=True)
     for n in range(1, attempts + 1):
@@ -78,14 +106,17 @@ def _table(group: str, schedules: Sequence[Schedule], attempts: int, seeds: Sequ
     for schedule in schedules:
         bounds = delays(schedule, attempts)
         rows: list[tuple[str, list[tuple[float, float]]]] = [(schedule.name, bounds)]
+        shown = schedule.name if width >= _WIDE else _hyphen_lines(schedule.name, _NAME_WIDTH)
         if any(low != high for low, high in bounds):  # a seed changes nothing without jitter
             rows += [(f"  seed {seed}", delays(schedule, attempts, seed)) for seed in seeds]
         for label, values in rows:
             # SNS's jitter is always "up to 10% less": the nominal delay says it all.
             cells = [_number(high) if group == "sns" else _cell(low, high) for low, high in values]
             cells += ["-"] * (attempts - len(cells))
-            retries = "" if label != schedule.name else ("any" if schedule.retries is None else str(schedule.retries))
-            table.add_row(label, retries, *cells, _number(sum(high for _, high in values)),
+            retries = "" if label != schedule.name else ("any" if schedule.retries is None else f"{schedule.retries:,}")
+            seed = None if label == schedule.name else int(label.rpartition(" ")[2])
+            most = _number(_most_in_all(schedule, attempts, seed))
+            table.add_row(shown if label == schedule.name else label, retries, *cells, most,
                           style="dim" if label != schedule.name else None)
     return table
 
@@ -128,7 +159,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for schedule in schedules:
         groups.setdefault(schedule.group, []).append(schedule)
     for group, members in groups.items():
-        console.print(_table(group, members, args.attempts, args.seed))
+        console.print(_table(group, members, args.attempts, args.seed, console.width))
         for schedule in members:
             console.print(f"  [bold]{schedule.name}[/bold]: {schedule.note}", style="dim")
         console.print()

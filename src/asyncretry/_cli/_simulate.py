@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                         layout=args.layout)
     scenario = scenario_from(args, workload.demand)
     workload = dataclasses.replace(workload, duration=scenario.duration)
-    configs = configurations(args.configs, profiles=args.profile)
+    configs = configurations(args.configs, profiles=args.profile, breaker=args.breaker)
     if args.hedge is not None:
         configs = hedged(configs, args.hedge, args.latency)
     probe = DemoServer(scenario, latency=args.latency, transient=args.transient, slow=args.slow)

@@ -76,8 +76,16 @@ class Configuration:
     description: str
 
 
-def configurations(names: Sequence[str], *, profiles: Sequence[str] = ("aws",)) -> list[Configuration]:
-    """The named configurations, in order; ``adaptive`` gives one per limiter profile."""
+def configurations(
+    names: Sequence[str], *, profiles: Sequence[str] = ("aws",), breaker: bool = True
+) -> list[Configuration]:
+    """The named configurations, in order; ``adaptive`` gives one per limiter profile.
+
+    ``breaker=False`` leaves :data:`DEMO_BREAKER` out of the standard, adaptive and budget configurations, so
+    that what the quota, the limiter or the budget does in an outage shows instead of the breaker's refusals.
+    """
+    guard = DEMO_BREAKER if breaker else None
+    and_breaker = "; and a breaker" if breaker else ""
     result: list[Configuration] = []
     for name in names:
         if name == "none":
@@ -92,22 +100,22 @@ def configurations(names: Sequence[str], *, profiles: Sequence[str] = ("aws",)) 
             ))
         elif name == "standard":
             result.append(Configuration(
-                "standard", RetryPolicy.aws_standard(breaker=DEMO_BREAKER),
-                "AWS standard mode: 3 attempts, jittered backoff, Retry-After, retry quota; and a breaker",
+                "standard", RetryPolicy.aws_standard(breaker=guard),
+                "AWS standard mode: 3 attempts, jittered backoff, Retry-After, retry quota" + and_breaker,
             ))
         elif name == "adaptive":
             for profile in profiles:
                 label = "adaptive" if len(profiles) == 1 else f"adaptive ({profile})"
                 result.append(Configuration(
                     label,
-                    RetryPolicy.aws_adaptive(breaker=DEMO_BREAKER, limiter=AdaptiveLimiterConfig(profile=profile)),
-                    f"standard plus the CUBIC client-side rate limiter (profile {profile!r})",
+                    RetryPolicy.aws_adaptive(breaker=guard, limiter=AdaptiveLimiterConfig(profile=profile)),
+                    f"standard plus the CUBIC client-side rate limiter (profile {profile!r})" + and_breaker,
                 ))
         elif name == "budget":
             result.append(Configuration(
-                "budget", RetryPolicy.aws_standard(quota=False, budget=RetryBudgetConfig(), breaker=DEMO_BREAKER),
+                "budget", RetryPolicy.aws_standard(quota=False, budget=RetryBudgetConfig(), breaker=guard),
                 "standard mode with a retry budget instead of the quota: retries at most 20% of recent requests "
-                "plus 10/s; and a breaker",
+                "plus 10/s" + and_breaker,
             ))
         else:
             raise ValueError(f"configuration must be one of {', '.join(CONFIGURATIONS)}, got {name!r}")
