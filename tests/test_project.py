@@ -120,3 +120,16 @@ def test_the_docs_build_with_the_api_reference() -> None:
     extras = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"mkdocstrings[python]' in extras
     assert "asyncretry[httpx,redis,otel,cli,plot,docs]" in extras
+
+
+def test_the_package_metadata_links_to_the_project() -> None:
+    """pyproject's [project.urls] give the wheel its Project-URLs: the source (mkdocs.yml's repo_url), the docs,
+    the issues and the changelog."""
+    import tomllib
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(urls)
+    repo = re.search(r"^repo_url: (\S+)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    assert repo is not None
+    assert urls["Source"] == repo.group(1)
+    assert all(url.startswith(repo.group(1)) for url in urls.values())
