@@ -272,3 +272,57 @@ async def test_against_a_real_server_cancelling_leaves_no_connection_checked_out
         assert waited.cancelled_caught
         assert_pool_released(inner)
     assert app.arrivals("c1") == 2
+
+
+# -- the cancellation storm: httpcore's pool must not lose its connections to hedging
+
+
+def _orphaned(inner: httpx.AsyncHTTPTransport) -> list[Any]:
+    """Connections httpcore's pool holds that are still connecting for no request: slots lost for good."""
+    pool: Any = inner._pool
+    return [connection for connection in pool.connections if "CONNECTING" in repr(connection)]
+
+
+async def _settled(inner: httpx.AsyncHTTPTransport) -> None:
+    """Wait (bounded) until no request is queued in the pool: abandoned sends end within the pool timeout."""
+    pool: Any = inner._pool
+    with anyio.fail_after(10):
+        while pool._requests:
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.anyio
+@pytest.mark.real_time
+@pytest.mark.timeout(120)
+async def test_a_storm_of_cancelled_hedged_calls_leaves_the_pool_serving(server: FaultServer) -> None:
+    """As many callers as the pool has connections, each hedging at once and cancelled within 30 ms, 60 times
+    over: no hedged send is cancelled while it waits for a connection (httpcore #1093 would keep that connection
+    CONNECTING for good), so afterwards no slot is lost and the next request is served, not a PoolTimeout."""
+    fresh_app(server, ServerConfig(latency=0.01, slow_rate=0.2, slow_delay=0.05))
+    slots = 4
+    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
+    policy = RetryPolicy(hedging=HedgingConfig(delay=0.005, budget_ratio=1.0), quota=False)
+    rng = random.Random(1)
+    client = httpx.AsyncClient(
+        transport=AsyncRetryTransport(inner, policy=policy), base_url=server.url,
+        timeout=httpx.Timeout(2.0, pool=1.0),
+    )
+
+    async def impatient() -> None:
+        with anyio.move_on_after(rng.uniform(0.0, 0.03)):
+            try:
+                response = await client.get("/items")
+                await response.aread()
+            except httpx.HTTPError:  # a pool timeout in the storm itself is the storm's business
+                pass
+
+    async with client:
+        for _ in range(60):
+            async with anyio.create_task_group() as group:
+                for _ in range(slots):
+                    group.start_soon(impatient)
+        await _settled(inner)
+        assert _orphaned(inner) == []
+        response = await client.get("/items")
+        assert response.status_code == 200
+        assert_pool_released(inner)

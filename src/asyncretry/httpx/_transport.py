@@ -49,6 +49,7 @@ from .. import (
 from .._validate import check_bool, check_seconds
 from ._body import decode_bounded
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
+from ._detached import send_detached
 from ._errors import as_httpx_error
 from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
 from ._retry_after import server_delay
@@ -401,9 +402,12 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         self, request: httpx.Request, plan: _Plan, attempts: Attempts, config: HedgingConfig
     ) -> httpx.Response:
         """The request with hedges: the same sends, raced; every losing or failed response is closed."""
+        # Hedging cancels sends routinely: through httpcore's pool, each send runs detached, never cancelled while
+        # it waits for a connection (see _detached: cancelled there, the pool loses the connection for good).
+        detached = isinstance(self._transport, httpx.AsyncHTTPTransport)
         try:
             response = await attempts.hedged(
-                config, lambda attempt: self._send(attempt, request, plan, attempts), discard
+                config, lambda attempt: self._send(attempt, request, plan, attempts, detached=detached), discard
             )
         except AsyncRetryError as error:
             raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
@@ -412,13 +416,15 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
 
     async def _send(
         self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts,
-        sent: httpx.Response | Exception | None = None,
+        sent: httpx.Response | Exception | None = None, *, detached: bool = False,
     ) -> httpx.Response:
-        """One attempt: send (unless ``sent`` is what the attempt already gave), judge the response
-        (marking the attempt), classify any error, re-raise it."""
+        """One attempt: send (unless ``sent`` is what the attempt already gave; in a task of its own if
+        ``detached``), judge the response (marking the attempt), classify any error, re-raise it."""
         response = None
         try:
-            if sent is None:
+            if detached:
+                response = await send_detached(self._transport, request)
+            elif sent is None:
                 response = await self._transport.handle_async_request(request)
             elif isinstance(sent, Exception):
                 raise sent  # noqa: TRY301  (the first attempt's error, judged here like any attempt's)
