@@ -15,21 +15,21 @@ import time
 from pathlib import Path
 
 BENCHMARKS = (
-    ("bench_bucket", "token bucket vs aiolimiter (issue 2)"),
-    ("bench_engine", "retry engine vs tenacity, stamina, httpx-retries (issue 3)"),
-    ("bench_transport", "httpx transport vs httpx-retries and the bare transport (issue 4)"),
-    ("bench_floor", "the work a success must do, piece by piece, against the targets' budgets (issues 3, 4)"),
-    ("bench_adaptive_http", "50 clients against a throttling local server (issue 4)"),
-    ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter (issue 5)"),
-    ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry (issue 5)"),
-    ("bench_budget", "retry budget vs AWS quota vs tenacity: outage load, brown-out goodput (issue 18)"),
-    ("bench_scopes", "a new scope key at 1,000 / 10,000 / 50,000 live scopes (issue 15)"),
-    ("bench_sync", "the synchronous decorator vs tenacity's and stamina's (issue 16)"),
-    ("bench_e2e", "end to end through httpx.AsyncClient to a local uvicorn server (issue 14)"),
-    ("bench_hedging", "hedged requests against a slow tail: p50/p99 and extra requests (issue 18)"),
-    ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
-    ("bench_redis_fleet", "4 processes share the default adaptive profile through Redis (issue 17)"),
-    ("bench_observability", "success path with and without OpenTelemetry (issue 7)"),
+    ("bench_bucket", "token bucket vs aiolimiter"),
+    ("bench_engine", "retry engine vs tenacity, stamina, httpx-retries"),
+    ("bench_transport", "httpx transport vs httpx-retries and the bare transport"),
+    ("bench_floor", "the work a success must do, piece by piece, against the targets' budgets"),
+    ("bench_adaptive_http", "50 clients against a throttling local server"),
+    ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter"),
+    ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry"),
+    ("bench_budget", "retry budget vs AWS quota vs tenacity: outage load, brown-out goodput"),
+    ("bench_scopes", "a new scope key at 1,000 / 10,000 / 50,000 live scopes"),
+    ("bench_sync", "the synchronous decorator vs tenacity's and stamina's"),
+    ("bench_e2e", "end to end through httpx.AsyncClient to a local uvicorn server"),
+    ("bench_hedging", "hedged requests against a slow tail: p50/p99 and extra requests"),
+    ("bench_redis", "Redis token bucket vs the in-process bucket"),
+    ("bench_redis_fleet", "4 processes share the default adaptive profile through Redis"),
+    ("bench_observability", "success path with and without OpenTelemetry"),
 )
 
 

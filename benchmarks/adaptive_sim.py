@@ -1,4 +1,4 @@
-"""The adaptive limiter's profiles against a simulated throttling server, in virtual time (issue #5).
+"""The adaptive limiter's profiles against a simulated throttling server, in virtual time.
 
 Run on demand (never part of the test suite)::
 
@@ -11,7 +11,7 @@ second with a burst of ``C/10`` and throttles the rest, a fixed 20 ms latency, a
 workers that each call through the real retry engine (``Retrier`` in adaptive mode, the real limiter,
 quota and backoff), 120 virtual seconds per scenario. The table puts the ``"aws"`` profile
 (``RetryPolicy.aws_adaptive()``) and the default profile (``RetryPolicy(mode="adaptive")``) side by
-side with the physical limit (a client that knows ``C`` in advance), then checks the issue's targets
+side with the physical limit (a client that knows ``C`` in advance), then checks the targets
 for N = 50. Runs go to separate processes (``--jobs``), about a minute on 2 cores for everything.
 """
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         for profile in profiles:
             failures = [f for r in checked if r.label == profile for f in target_failures(r)]
             verdict = "all targets met" if not failures else f"{len(failures)} targets missed"
-            print(f"issue #5 / #17 targets (N = 50), {profile}: {verdict}")
+            print(f"targets (N = 50), {profile}: {verdict}")
             for failure in failures:
                 print(f"    {failure}")
     if args.plot:

@@ -1,4 +1,4 @@
-"""Retry budget vs the AWS retry quota vs tenacity, in virtual time (issue 18).
+"""Retry budget vs the AWS retry quota vs tenacity, in virtual time.
 
 Two scenarios, 1,000 calls/s, every call allowed three attempts with the same jittered exponential
 backoff (50 ms base, 2x, capped at 1 s):

@@ -6,7 +6,7 @@ Run on demand (never part of the test suite)::
 
 A uvicorn server on 127.0.0.1 (the project's fault server, answering every request 200) and one keep-alive
 connection per client; rounds interleave the bare client and the retrying one, and the best round of each
-counts. The target (issue 14): with quota, breaker and classification on, the transport adds at most 3% to a
+counts. The target: with quota, breaker and classification on, the transport adds at most 3% to a
 bare request.
 """
 

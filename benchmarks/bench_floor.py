@@ -1,4 +1,4 @@
-"""The floor under issue 14's speed targets: what the work a call must do costs, piece by piece.
+"""The floor under the speed targets: what the work a call must do costs, piece by piece.
 
 Run on demand (never part of the test suite)::
 
@@ -7,7 +7,7 @@ Run on demand (never part of the test suite)::
 
 The success-path targets: ``async for attempt in retrier.attempts(): async with attempt:`` costs at most
 0.15x tenacity's ``AsyncRetrying``, and ``AsyncRetryTransport`` (quota, breaker and classification on)
-adds at most twice what httpx-retries adds to a successful request (issue 14; the earlier targets, a
+adds at most twice what httpx-retries adds to a successful request (the earlier targets, a
 tenth of tenacity and no more than httpx-retries, were shown by this benchmark to lie below the floor).
 The third target: two 503s then a 200 at zero delays cost less through ``AsyncRetryTransport`` than
 through httpx-retries (which checks the method and the status, and closes the failed response).
@@ -337,7 +337,7 @@ async def engine_floor(calls: int, rounds: int) -> Floor:
         Part("the retrier's counters (calls, attempts, successes)", _per_call(counters, n, rounds)),
     )
     return Floor(
-        "issue 14: success path <= 0.15x tenacity", "0.15x tenacity's success path",
+        "success path <= 0.15x tenacity", "0.15x tenacity's success path",
         (best["tenacity"] - best["bare"]) * 0.15, "asyncretry's success path", best["ours"] - best["bare"], parts,
         best["inlined"] - best["bare"],
     )
@@ -378,7 +378,7 @@ async def transport_floor(calls: int, rounds: int) -> Floor:
         Part("the report in response.extensions", _per_call(report, n, rounds)),
     )
     return Floor(
-        "issue 14: the transport adds <= 2x httpx-retries", "2x httpx-retries' overhead",
+        "the transport adds <= 2x httpx-retries", "2x httpx-retries' overhead",
         2 * (best["theirs"] - best["bare"]),
         "asyncretry's overhead", best["ours"] - best["bare"], parts, best["inlined"] - best["bare"],
     )
@@ -460,7 +460,7 @@ async def retry_floor(calls: int, rounds: int) -> Floor:
         Part("the report in response.extensions", _per_call(report, n, rounds)),
     )
     return Floor(
-        "issue 14: 503, 503, 200 costs less than through httpx-retries", "httpx-retries' overhead",
+        "503, 503, 200 costs less than through httpx-retries", "httpx-retries' overhead",
         best["theirs"] - best["bare"], "asyncretry's overhead", best["ours"] - best["bare"], parts,
         best["inlined"] - best["bare"],
     )
@@ -480,7 +480,7 @@ def _sender(url: httpx.URL) -> Callable[[httpx.AsyncBaseTransport], Once]:
 
 def render(floors: list[Floor]) -> str:
     width = max(len(p.label) for f in floors for p in f.parts) + 2
-    lines = [f"asyncretry: the floor under issue 14's speed targets (Python {sys.version.split()[0]}, asyncio)", ""]
+    lines = [f"asyncretry: the floor under the speed targets (Python {sys.version.split()[0]}, asyncio)", ""]
     for f in floors:
         lines.append(f.target)
         for p in f.parts:

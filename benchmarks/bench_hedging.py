@@ -1,4 +1,4 @@
-"""Hedged requests against a local server with a slow tail: p50/p99 latency and extra requests (issue #18).
+"""Hedged requests against a local server with a slow tail: p50/p99 latency and extra requests.
 
 Run on demand (never part of the test suite)::
 
@@ -19,7 +19,7 @@ clients (10) each send GETs back to back through one ``AsyncRetryTransport``, in
 Each hedging mode keeps the default budget: at most 10% extra requests over 10 s.
 
 Figures: p50 and p99 of the client-side latency, each as a ratio to the no-hedging run of the same
-invocation (the issue's target: p99 at most a third, for at most 10% extra requests); extra requests as
+invocation (the target: p99 at most a third, for at most 10% extra requests); extra requests as
 the server counted them (arrivals per call, minus one); and whether the connection pool was back at
 rest after the run (no request queued, every connection idle or closed).
 """
@@ -189,7 +189,7 @@ def render(results: list[Result], args: argparse.Namespace, calls: int) -> str:
         )
     lines += [
         "",
-        "target (issue #18): p99 ratio <= 0.33 for <= 10% extra requests; the pool at rest after every run",
+        "target: p99 ratio <= 0.33 for <= 10% extra requests; the pool at rest after every run",
         "",
         "requests the server received / the client sent, whole run (a hedge cancelled while its connection was",
         "still opening never reached the server):",

@@ -21,7 +21,7 @@ Rows:
 * ``acquires / s, 16 tasks``: throughput when 16 tasks of one process acquire concurrently (redis-py
   opens a connection per concurrent command).
 
-Then a fleet (issue #19): 8 processes (``tests/fleet_worker.py``, started together on a barrier) x 8
+Then a fleet: 8 processes (``tests/fleet_worker.py``, started together on a barrier) x 8
 tasks share one bucket. First with no rate limit worth the name, to find the highest rate the server
 and machine sustain without leasing (no call waits); then at a half and a quarter of that rate
 (calls that wait cost more: timers, wake-ups), without leasing and with leased batches

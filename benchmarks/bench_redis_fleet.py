@@ -1,4 +1,4 @@
-"""Four processes share the default adaptive profile through Redis against a throttling HTTP server (issue 17).
+"""Four processes share the default adaptive profile through Redis against a throttling HTTP server.
 
 Run on demand (never part of the test suite)::
 
@@ -25,7 +25,7 @@ and over its second half:
 * throttled: the share of the attempts that the server answered 429;
 * failed: calls that ended with an error after their retries.
 
-Targets (issue 17): goodput >= 0.98 R and <= 3% throttled for the shared limiter.
+Targets: goodput >= 0.98 R and <= 3% throttled for the shared limiter.
 """
 
 from __future__ import annotations

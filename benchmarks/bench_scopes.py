@@ -1,11 +1,11 @@
-"""What a new scope key costs at 1,000, 10,000 and 50,000 live scopes (issue 15), beside a known key.
+"""What a new scope key costs at 1,000, 10,000 and 50,000 live scopes, beside a known key.
 
 Run on demand (never part of the test suite)::
 
     .venv/bin/python -m benchmarks.bench_scopes [--quick]
 
 A retrier whose table is full of scopes that are all in use (none idle) gets a stream of new keys; each
-one must evict a scope. Before issue 15 every new key swept and sorted the whole table (3.5 ms at
+one must evict a scope. In earlier versions every new key swept and sorted the whole table (3.5 ms at
 10,000 scopes, 17 ms at 50,000). The target: a new key costs within 2x of a known key's lookup plus
 the construction of the scope it needs (its quota), at any table size.
 """

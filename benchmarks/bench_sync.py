@@ -1,4 +1,4 @@
-"""The synchronous decorator beside tenacity's and stamina's (issue 16): a success, and 503, 503, 200.
+"""The synchronous decorator beside tenacity's and stamina's: a success, and 503, 503, 200.
 
 Run on demand (never part of the test suite)::
 

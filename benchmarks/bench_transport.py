@@ -16,7 +16,7 @@ Groups:
 * ``success via AsyncClient``: ``await client.get(...)`` answered 200 at once. The reference is a bare
   ``httpx.AsyncClient`` over the in-memory transport; the *overhead* column is what a retry layer adds
   per request. Ours runs with everything on: the retry quota (AWS standard mode), a circuit breaker
-  (``CircuitBreakerConfig()``) and the full HTTP classification. Target (issue 14): through the
+  (``CircuitBreakerConfig()``) and the full HTTP classification. Target: through the
   transport alone, our overhead <= 2x httpx-retries' (which checks only the method and the status).
 * ``success via the transport``: the same, calling ``handle_async_request`` directly (no client), which
   isolates the layer's own cost.

@@ -370,7 +370,7 @@ async def test_opentelemetry_counts_episodes_and_reads_what_is_available() -> No
     }
 
 
-# -- the figures, in virtual time
+# -- the documented figures, in virtual time
 
 
 def simulate(

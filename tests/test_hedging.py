@@ -1,4 +1,4 @@
-"""Hedged calls in the engine (issue #18): when a hedge is sent, who wins, what it costs, and what is recorded.
+"""Hedged calls in the engine: when a hedge is sent, who wins, what it costs, and what is recorded.
 
 Every async test runs on asyncio and trio in virtual time: the operations sleep scripted latencies, so
 every time asserted is exact.

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from asyncretry.httpx._body import MAX_JSON_DEPTH, body_text, code_in_body, decode_bounded, json_depth
 
 DOCUMENT = b'{"__type": "ThrottlingException", "message": "slow down"}'
-BOMB_SIZE = 60_000_000  # decoded bytes: the issue's 61 KB gzip body that decodes to 60 MB
+BOMB_SIZE = 60_000_000  # decoded bytes: a 61 KB gzip body that decodes to 60 MB
 
 
 def raw_deflate(data: bytes) -> bytes:
@@ -102,7 +102,7 @@ def test_truncated_data_gives_what_it_holds_as_httpx_does() -> None:
 
 
 def test_a_gzip_bomb_is_refused_in_bounded_memory() -> None:
-    """The issue's bomb (about 60 KB of gzip, 60 MB decoded) gives None with under 1 MB of memory."""
+    """A decompression bomb (about 60 KB of gzip, 60 MB decoded) gives None with under 1 MB of memory."""
     bomb = gzip_bomb()
     assert len(bomb) < 100_000
     tracemalloc.start()

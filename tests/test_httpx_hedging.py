@@ -1,4 +1,4 @@
-"""Hedged requests through the async httpx transport (issue #18).
+"""Hedged requests through the async httpx transport.
 
 In memory (``httpx.MockTransport``, virtual time, asyncio and trio): which requests are hedged, which
 response wins, that every other response is closed, and that cancelling the caller stops every send.

@@ -1,4 +1,4 @@
-"""Issue #13: whatever a server sends, the caller gets the response (or the typed error its retries ended in),
+"""Whatever a server sends, the caller gets the response (or the typed error its retries ended in),
 never a builtin exception from our parsing, and judging a response costs bounded memory.
 
 Random statuses, headers (any bytes, and the ones we parse filled with garbage, huge numbers and

@@ -794,7 +794,7 @@ async def test_the_start_ups_throttle_is_retried_without_the_throttling_backoff(
 
 def test_a_fleet_of_independent_clients_shares_the_capacity_fairly() -> None:
     """50 clients with a limiter each against a server of 200/s (the HTTP benchmark's set-up in virtual
-    time, 10 s): the fleet rules even the shares out (issue #17); without them (fair_count=0) they spread.
+    time, 10 s): the fleet rules even the shares out; without them (fair_count=0) they spread.
     Over seeds 0-7 Jain's index is 0.909-0.954 with the fleet's event rate (rule 9), 0.879-0.929 before it."""
     scenario = Scenario(name="fleet", schedule=((0.0, 200.0),), duration=10.0)
 
@@ -814,7 +814,7 @@ def test_a_fleet_of_independent_clients_shares_the_capacity_fairly() -> None:
     assert fair.goodput >= 0.99
     assert fair.fairness >= 0.90
     assert off.fairness < fair.fairness - 0.05
-    # Issue 17's target is <= 15%; over seeds this set-up throttles 14.4-15.1% (without: about 20%).
+    # The target is <= 15%; over seeds this set-up throttles 14.4-15.1% (without: about 20%).
     assert fair.throttled <= 0.16
     assert off.throttled > fair.throttled + 0.03
 

@@ -56,7 +56,7 @@ CATALOGUE: dict[type[Event], int] = {
     BreakerStateChanged: logging.WARNING,
     ScopeEvicted: logging.DEBUG,
 }
-"""The events the issue asks for, with the highest level each class is logged at."""
+"""The documented events, with the highest level each class is logged at."""
 
 
 class ServiceError(Exception):
@@ -93,7 +93,7 @@ def failing(*errors: BaseException | type[BaseException], result: Any = "ok") ->
 
 # ------------------------------------------------------------------------------------ catalogue
 def test_the_catalogue_is_exported_with_its_levels() -> None:
-    """Every event the issue lists is a public frozen dataclass with a class level as documented."""
+    """Every documented event is a public frozen dataclass with a class level as documented."""
     for kind, level in CATALOGUE.items():
         assert getattr(asyncretry, kind.__name__) is kind
         assert dataclasses.is_dataclass(kind)

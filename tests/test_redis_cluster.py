@@ -1,5 +1,5 @@
 """Redis Cluster: every primitive works with its keys spread over three Valkey nodes, and a dead node is
-an outage of the primitives whose keys it holds, not of the others (issue #19).
+an outage of the primitives whose keys it holds, not of the others.
 
 The suite forms the cluster itself (``conftest_redis.ValkeyCluster``: ``CLUSTER ADDSLOTSRANGE`` and
 ``CLUSTER MEET``, no extra tools). Names are chosen so that the keys of each kind land on every node.

@@ -1,4 +1,4 @@
-"""Redis Sentinel: the primitives follow a failover to the new primary by themselves (issue #19).
+"""Redis Sentinel: the primitives follow a failover to the new primary by themselves.
 
 The suite starts a primary, its replica and three sentinels from the same binary
 (``conftest_redis.SentinelGroup``), kills the primary mid-run and times how long calls take to reach

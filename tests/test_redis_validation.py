@@ -1,4 +1,4 @@
-"""Every Redis constructor parameter is checked at construction: ValueError or TypeError naming it (issue #15)."""
+"""Every Redis constructor parameter is checked at construction: ValueError or TypeError naming it."""
 
 from __future__ import annotations
 

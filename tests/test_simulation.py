@@ -1,4 +1,4 @@
-"""The virtual-time simulation harness of issue #5: its server, its metrics and its output."""
+"""The virtual-time simulation harness: its server, its metrics and its output."""
 
 from __future__ import annotations
 

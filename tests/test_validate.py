@@ -1,4 +1,4 @@
-"""Bad settings fail at construction with an error naming the parameter (issue #15's cases, one by one)."""
+"""Bad settings fail at construction with an error naming the parameter, case by case."""
 
 from __future__ import annotations
 

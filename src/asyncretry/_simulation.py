@@ -1,6 +1,6 @@
 """A virtual-time simulation: closed-loop clients, through the real retry engine, against a throttling server.
 
-The model (issue #5):
+The model:
 
 * The server is a token bucket: it admits ``C(t)`` requests per second with a burst of ``burst * C(t)``
   and throttles the rest. ``C(t)`` follows a :class:`Scenario` (steps, outages).
@@ -13,8 +13,8 @@ The model (issue #5):
   ``MockClock(autojump_threshold=0)``): a 120 s scenario takes about a second of real time (ten at
   1,000 requests per second).
 
-:func:`run_simulation` runs one scenario; :func:`compute_metrics` turns its trace into the issue's
-figures; :func:`format_table` prints runs side by side, :func:`target_failures` checks the issue's
+:func:`run_simulation` runs one scenario; :func:`compute_metrics` turns its trace into the
+figures; :func:`format_table` prints runs side by side, :func:`target_failures` checks the
 targets and :func:`plot_results` draws the traces (matplotlib, imported there only).
 ``benchmarks/adaptive_sim.py`` is the command-line runner.
 """
@@ -113,7 +113,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
-"""The issue's five scenarios, 120 virtual seconds each."""
+"""The five scenarios of the adaptive limiter's targets, 120 virtual seconds each."""
 
 
 LAYOUTS = ("shared", "independent")
@@ -169,7 +169,7 @@ class SimulatedServer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimulationMetrics:
-    """The figures of one run (issue #5).
+    """The figures of one run.
 
     Attributes:
         goodput: successful responses over the whole run, as a fraction of the capacity offered
@@ -480,7 +480,7 @@ def _jain(values: Sequence[float]) -> float:
 def compute_metrics(
     result: SimulationResult, *, settle: float = 10.0, trailing: float = 5.0, tolerance: float = 0.1
 ) -> SimulationMetrics:
-    """The issue's figures for one trace.
+    """The figures of one trace.
 
     Args:
         result: the trace.
@@ -529,11 +529,11 @@ def compute_metrics(
 
 
 def target_failures(result: SimulationResult) -> list[str]:
-    """The issues' targets (meant for N = 50) that a run misses; empty if it meets them all.
+    """The adaptive limiter's targets (meant for N = 50) that a run misses; empty if it meets them all.
 
-    One shared limiter (issue #5): goodput >= 93% of ``C`` over the whole run and >= 97% in steady
+    One shared limiter: goodput >= 93% of ``C`` over the whole run and >= 97% in steady
     state (>= 90% for ``C`` = 1,000), <= 1% of sends throttled, reconverged within 8 s after the start
-    and every change, fairness >= 0.95. Independent limiters, one per worker (issue #17): goodput
+    and every change, fairness >= 0.95. Independent limiters, one per worker: goodput
     >= 97%, <= 15% of sends throttled, fairness >= 0.90, and no worker without a success.
     """
     m = result.metrics
@@ -567,7 +567,7 @@ def _seconds(values: Sequence[float]) -> str:
 
 
 def format_table(results: Sequence[SimulationResult]) -> str:
-    """One row per run: the issue's figures and the goodput's distance from the physical limit.
+    """One row per run: the figures and the goodput's distance from the physical limit.
 
     "reconverge" lists the start first, then each later change (step, end of an outage).
     """

@@ -1,4 +1,4 @@
-"""Hedging decisions: may this call send a hedge now, after what delay, within what budget (issue #18).
+"""Hedging decisions: may this call send a hedge now, after what delay, within what budget.
 
 A hedged call sends its first attempt; when no answer came after the hedging delay, it sends the same
 request again without cancelling the first (the driver, :mod:`._hedged`, runs both in a task group), and
