@@ -54,15 +54,11 @@ that ends later than a hedge sent after it.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
-import re
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -89,6 +85,7 @@ from ._events import (
     RetryScheduled,
     Throttled,
 )
+from ._otel_sources import CACHE_LIMIT, PARTS, Attributes, Source, Statistics, current_runner, scope_attributes
 from ._primitives._breaker import BreakerState, BreakerStatistics
 from ._primitives._budget import BudgetStatistics
 from ._primitives._limiter import LimiterStatistics
@@ -108,11 +105,6 @@ DELAY_BUCKETS = (0.0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 1
 """Bucket boundaries advised for ``asyncretry.retry.delay`` (seconds): backoff runs from milliseconds
 to AWS's 20 s cap, server-directed delays up to the policy's ``max_server_delay`` (60 s by default)."""
 
-_ORIGIN = re.compile(r"^(?:https?)://(\[[^\]]+\]|[^/:@\[\]]+):(\d+)$")
-_CACHE_LIMIT = 4096
-_Attributes = dict[str, str | bool | int | float]
-_Statistics = RetrierStatistics | QuotaStatistics | LimiterStatistics | BreakerStatistics | BudgetStatistics
-_PARTS = (QuotaStatistics, LimiterStatistics, BreakerStatistics, BudgetStatistics)
 
 
 class _Meters:
@@ -141,7 +133,7 @@ class _Meters:
         self.exhaustions: dict[str, int] = {}  # scope
         self.budget_exhaustions: dict[str, int] = {}  # scope
         self.transitions: dict[tuple[str, str], int] = {}  # (scope, new state)
-        self.sources: list[_Source] = []
+        self.sources: list[Source] = []
         self.lock = threading.Lock()
         self.delay = meter.create_histogram(
             "asyncretry.retry.delay", unit="s", description="The delay before each retry.",
@@ -190,43 +182,43 @@ class _Meters:
 
     def _count_attempts(self, options: CallbackOptions) -> Iterable[Observation]:
         return [
-            Observation(n, {**_scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason}
-                        if reason else {**_scope_attributes(scope), "asyncretry.outcome": outcome})
+            Observation(n, {**scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason}
+                        if reason else {**scope_attributes(scope), "asyncretry.outcome": outcome})
             for (scope, outcome, reason), n in self._totals(self.attempts)
         ]
 
     def _count_retries(self, options: CallbackOptions) -> Iterable[Observation]:
         return [
-            Observation(n, {**_scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason})
+            Observation(n, {**scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason})
             for (scope, outcome, reason), n in self._totals(self.retries)
         ]
 
     def _count_give_ups(self, options: CallbackOptions) -> Iterable[Observation]:
         return [
             Observation(n, {
-                **_scope_attributes(scope), "asyncretry.why": why, "asyncretry.outcome": outcome, "error.type": reason,
+                **scope_attributes(scope), "asyncretry.why": why, "asyncretry.outcome": outcome, "error.type": reason,
             })
             for (scope, why, outcome, reason), n in self._totals(self.give_ups)
         ]
 
     def _count_throttles(self, options: CallbackOptions) -> Iterable[Observation]:
         return [
-            Observation(n, {**_scope_attributes(scope), "error.type": reason})
+            Observation(n, {**scope_attributes(scope), "error.type": reason})
             for (scope, reason), n in self._totals(self.throttles)
         ]
 
     def _count_hedges(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.hedges)]
+        return [Observation(n, scope_attributes(scope)) for scope, n in self._totals(self.hedges)]
 
     def _count_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.exhaustions)]
+        return [Observation(n, scope_attributes(scope)) for scope, n in self._totals(self.exhaustions)]
 
     def _count_budget_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, _scope_attributes(scope)) for scope, n in self._totals(self.budget_exhaustions)]
+        return [Observation(n, scope_attributes(scope)) for scope, n in self._totals(self.budget_exhaustions)]
 
     def _count_transitions(self, options: CallbackOptions) -> Iterable[Observation]:
         return [
-            Observation(n, {**_scope_attributes(scope), "asyncretry.breaker.state": state})
+            Observation(n, {**scope_attributes(scope), "asyncretry.breaker.state": state})
             for (scope, state), n in self._totals(self.transitions)
         ]
 
@@ -247,15 +239,15 @@ class _Meters:
             for state in BreakerState
         ]
 
-    def _parts(self, options: CallbackOptions, kind: type[T]) -> list[tuple[_Attributes, T]]:
+    def _parts(self, options: CallbackOptions, kind: type[T]) -> list[tuple[Attributes, T]]:
         """The snapshots of type ``kind`` among the observed objects, one per attribute set."""
         with self.lock:
             alive = [s for s in self.sources if not (s.runner is not None and s.runner.closed)]
             self.sources[:] = alive
-        by_runner: dict[int | None, list[_Source]] = {}  # one trip to each event loop per collection
+        by_runner: dict[int | None, list[Source]] = {}  # one trip to each event loop per collection
         for source in alive:
             by_runner.setdefault(source.runner.key if source.runner is not None else None, []).append(source)
-        found: list[tuple[_Attributes, T]] = []
+        found: list[tuple[Attributes, T]] = []
         seen: set[frozenset[tuple[str, Any]]] = set()
         for group in by_runner.values():
             for attributes, snapshot in _read(group, options):
@@ -267,13 +259,13 @@ class _Meters:
         return found
 
 
-def _read(group: list[_Source], options: CallbackOptions) -> list[tuple[_Attributes, _Statistics]]:
+def _read(group: list[Source], options: CallbackOptions) -> list[tuple[Attributes, Statistics]]:
     """Snapshot a group of sources that live on the same event loop, on that loop's thread."""
     runner = group[0].runner
     timeout = min(options.timeout_millis / 1000.0, max(s.timeout for s in group))
 
-    def snapshot() -> list[tuple[_Attributes, _Statistics]]:
-        parts: list[tuple[_Attributes, _Statistics]] = []
+    def snapshot() -> list[tuple[Attributes, Statistics]]:
+        parts: list[tuple[Attributes, Statistics]] = []
         for source in group:
             try:
                 parts.extend(source.snapshot(timeout))
@@ -289,122 +281,6 @@ def _read(group: list[_Source], options: CallbackOptions) -> list[tuple[_Attribu
             assert source.runner is not None
             source.runner.closed = True
     return parts or []
-
-
-class _LoopRunner:
-    """Runs a function on the thread of the event loop that owns the observed objects, and waits for it.
-
-    Metric readers collect from their own threads (a periodic exporter, a Prometheus scrape), but the
-    objects belong to an event loop: reading them there could wake a waiter from the wrong thread, or,
-    under trio, refill a bucket by ``time.monotonic()`` instead of trio's clock.
-    """
-
-    __slots__ = ("_submit", "closed", "key", "thread")
-
-    def __init__(self, loop: object, submit: Callable[[Callable[[], None]], object]) -> None:
-        self._submit = submit
-        self.key = id(loop)  # stable: ``submit`` is bound to the loop, which therefore outlives this runner
-        self.thread = threading.get_ident()
-        self.closed = False
-
-    def run(self, fn: Callable[[], T], timeout: float) -> T | None:
-        """``fn()`` run on the loop's thread; ``None`` if the loop is gone or did not get to it in time."""
-        if threading.get_ident() == self.thread:
-            return fn()
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def job() -> None:
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except Exception as error:
-                    future.set_exception(error)
-
-        try:
-            self._submit(job)
-        except RuntimeError:  # the loop is closed (asyncio) or the run has finished (trio)
-            self.closed = True
-            return None
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            _log.debug("asyncretry.otel: the event loop did not answer within %s s; gauges skipped", timeout)
-            return None
-
-
-def _current_runner() -> _LoopRunner | None:
-    """A runner for the event loop running in this thread, ``None`` outside any (synchronous code)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        return _LoopRunner(loop, loop.call_soon_threadsafe)
-    if "trio" in sys.modules:
-        import trio
-
-        try:
-            token = trio.lowlevel.current_trio_token()
-        except RuntimeError:
-            return None
-        return _LoopRunner(token, token.run_sync_soon)
-    return None
-
-
-@dataclass(eq=False, slots=True)
-class _Source:
-    """One observed object: how to snapshot it and the attributes its gauges carry."""
-
-    target: object
-    statistics: Callable[[], object]
-    attributes: _Attributes
-    runner: _LoopRunner | None
-    timeout: float
-    owner: Instrumentation
-    lock: Any = None  # the sync transport's lock: its threads change the state under it
-
-    def snapshot(self, timeout: float) -> Iterator[tuple[_Attributes, _Statistics]]:
-        lock = self.lock
-        if lock is None:
-            stats = self.statistics()
-        else:
-            if not lock.acquire(timeout=timeout):
-                return
-            try:
-                stats = self.statistics()
-            finally:
-                lock.release()
-        if isinstance(stats, RetrierStatistics):
-            for scope in stats.scopes:
-                # A scope's budget, once the engine keeps one per scope (getattr: engines without it).
-                for part in (scope.quota, scope.limiter, scope.breaker, getattr(scope, "budget", None)):
-                    if part is not None:
-                        yield {
-                            **_scope_attributes(part.name),
-                            "asyncretry.retrier": stats.name,
-                            **self.attributes,
-                        }, part
-        elif isinstance(stats, _PARTS):
-            yield {**_scope_attributes(stats.name), **self.attributes}, stats
-
-
-_SCOPE_ATTRIBUTES: dict[str, _Attributes] = {}
-
-
-def _scope_attributes(scope: str) -> _Attributes:
-    """``asyncretry.scope``, plus ``server.address`` and ``server.port`` when the scope is an origin."""
-    found = _SCOPE_ATTRIBUTES.get(scope)
-    if found is None:
-        found = {"asyncretry.scope": scope}
-        match = _ORIGIN.match(scope)
-        if match is not None:
-            found["server.address"] = match[1].strip("[]")
-            found["server.port"] = int(match[2])
-        if len(_SCOPE_ATTRIBUTES) >= _CACHE_LIMIT:
-            _SCOPE_ATTRIBUTES.clear()
-        _SCOPE_ATTRIBUTES[scope] = found
-    return found
 
 
 _METERS: weakref.WeakKeyDictionary[metrics.MeterProvider, _Meters] = weakref.WeakKeyDictionary()
@@ -430,7 +306,7 @@ class Instrumentation:
         self._bus = bus
         self._spans = spans
         self._collect_timeout = collect_timeout
-        self._delay_attributes: dict[tuple[str, str, bool], _Attributes] = {}
+        self._delay_attributes: dict[tuple[str, str, bool], Attributes] = {}
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             AttemptFinished: self._attempt_finished,
             RetryScheduled: self._retry_scheduled,
@@ -475,14 +351,14 @@ class Instrumentation:
         retrier, http, lock = _retrier_of(target)
         statistics = retrier.statistics if retrier is not None else getattr(target, "statistics", None)
         if isinstance(target, type) or not callable(statistics) or not isinstance(
-            statistics(), (RetrierStatistics, *_PARTS)
+            statistics(), (RetrierStatistics, *PARTS)
         ):
             raise TypeError(
                 "target must be a Retrier, an asyncretry.httpx transport, a RetryQuota, an AdaptiveRateLimiter, "
                 f"a CircuitBreaker or a RetryBudget, got {target!r}"
             )
-        runner = _current_runner() if lock is None else None
-        source = _Source(target, statistics, dict(attributes or {}), runner, self._collect_timeout, self, lock)
+        runner = current_runner() if lock is None else None
+        source = Source(target, statistics, dict(attributes or {}), runner, self._collect_timeout, self, lock)
         meters = self._meters
         with meters.lock:
             meters.sources.append(source)
@@ -545,10 +421,10 @@ class Instrumentation:
             counts[key] = counts.get(key, 0) + 1
         attributes = self._delay_attributes.get((source, outcome, directed))
         if attributes is None:
-            if len(self._delay_attributes) >= _CACHE_LIMIT:
+            if len(self._delay_attributes) >= CACHE_LIMIT:
                 self._delay_attributes.clear()
             attributes = self._delay_attributes[(source, outcome, directed)] = {
-                **_scope_attributes(source), "asyncretry.outcome": outcome, "asyncretry.server_directed": directed,
+                **scope_attributes(source), "asyncretry.outcome": outcome, "asyncretry.server_directed": directed,
             }
         meters.delay.record(event.delay, attributes)
         if self._spans:
