@@ -22,8 +22,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import sys
-from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ import anyio.lowlevel
 from .._exceptions import RateLimitTimeout
 from .._validate import check_clock, check_number, check_seconds, check_str
 from ._clock import DEFAULT_CLOCK, Clock, cached_loop
+from ._waiter import CANCELLED, EXPIRED, GRANTED, REJECTED, WAITING, Waiter, in_event_loop
 
 __all__ = ["AsyncTokenBucket", "BucketStatistics"]
 
@@ -46,13 +45,6 @@ __all__ = ["AsyncTokenBucket", "BucketStatistics"]
 _SLACK_SECONDS = 1e-9
 # Relative slack for rate 0, where tokens only come back through release() as sums of floats.
 _SLACK_RELATIVE = 1e-12
-
-_WAITING = 0
-_GRANTED = 1
-_CANCELLED = 2
-_EXPIRED = 3
-_REJECTED = 4
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BucketStatistics:
@@ -85,35 +77,6 @@ class BucketStatistics:
     timeouts: int
     cancelled: int
     rejected: int
-
-
-class _Waiter:
-    """One queued :meth:`AsyncTokenBucket.acquire` call."""
-
-    __slots__ = ("event", "n", "scope", "state", "yield_first")
-
-    def __init__(self, n: float, event: anyio.Event | None) -> None:
-        self.n = n
-        self.state = _WAITING
-        self.yield_first = False  # yield once after the grant, to let earlier grants resume first
-        # Waiters behind the head wait on ``event``; the head sleeps inside ``scope``.
-        self.event = event
-        self.scope: anyio.CancelScope | None = None
-
-    def wake(self) -> None:
-        """Make the waiter look at the bucket again (it was served, or must re-plan)."""
-        if self.scope is not None:
-            self.scope.cancel()
-        elif self.event is not None:
-            self.event.set()
-
-
-def _in_event_loop() -> bool:
-    if _get_running_loop() is not None:
-        return True
-    trio = sys.modules.get("trio")  # never import trio just to learn that it is not running
-    in_trio_run = getattr(getattr(trio, "lowlevel", None), "in_trio_run", None)
-    return in_trio_run is not None and bool(in_trio_run())
 
 
 class AsyncTokenBucket:
@@ -189,18 +152,18 @@ class AsyncTokenBucket:
         self._read: Callable[[], float] = self._now  # ... with this, its time source
         # NaN: "no reading yet"; the first refill then only records the time (see _refill).
         self._last = (
-            self._clock.now() if self._clock is not DEFAULT_CLOCK or _in_event_loop() else math.nan
+            self._clock.now() if self._clock is not DEFAULT_CLOCK or in_event_loop() else math.nan
         )
         self.name = check_str("name", name)
         # The queue may hold waiters that left (cancelled, expired, rejected) behind a live head;
         # they are dropped when they reach the front. The head, queue[0], is always live.
-        self._queue: deque[_Waiter] = deque()
+        self._queue: deque[Waiter] = deque()
         self._in_flight = 0  # acquire() calls that queued or must yield and have not returned yet
         self._unresumed = 0  # queued calls served whose tasks have not resumed yet
         self._waiting = 0
         self._queued_tokens = 0.0  # sum of n over live waiters, for predicted waits
         self._max_queued_n = 0.0  # upper bound of n over live waiters
-        self._deadlines: list[tuple[float, int, _Waiter]] = []  # heap of waiters' timeouts
+        self._deadlines: list[tuple[float, int, Waiter]] = []  # heap of waiters' timeouts
         self._seq = itertools.count()
         self._acquired = 0.0
         self._grants = 0
@@ -426,8 +389,8 @@ class AsyncTokenBucket:
                 return
             # Calls granted just before this one have not resumed yet. They came first, so they
             # should also go first: yield once (below) instead of returning straight away.
-            waiter = _Waiter(n, None)
-            waiter.state = _GRANTED
+            waiter = Waiter(n, None)
+            waiter.state = GRANTED
             waiter.yield_first = True
             queued = False
         else:
@@ -443,7 +406,7 @@ class AsyncTokenBucket:
         try:
             if queued:
                 await self._wait(waiter)
-            if waiter.state == _GRANTED:
+            if waiter.state == GRANTED:
                 if waiter.yield_first:
                     await anyio.lowlevel.checkpoint()
                 else:
@@ -454,22 +417,22 @@ class AsyncTokenBucket:
             done = True
         finally:
             self._in_flight -= 1
-            if queued and waiter.state == _GRANTED:
+            if queued and waiter.state == GRANTED:
                 self._unresumed -= 1
             if not done:
                 self._abandon(waiter)
-        if waiter.state == _EXPIRED:
+        if waiter.state == EXPIRED:
             assert timeout is not None
             elapsed = self._clock.now() - now
             raise RateLimitTimeout(name=self.name, wait=elapsed + self._predicted_wait(n), timeout=timeout)
-        if waiter.state == _REJECTED:
+        if waiter.state == REJECTED:
             raise ValueError(
                 f"n must be <= {self._capacity:g} (the capacity, lowered while the call was queued), got {n!r}"
             )
 
-    def _enqueue(self, n: float, deadline: float | None) -> _Waiter:
+    def _enqueue(self, n: float, deadline: float | None) -> Waiter:
         queue = self._queue
-        waiter = _Waiter(n, anyio.Event() if queue else None)
+        waiter = Waiter(n, anyio.Event() if queue else None)
         queue.append(waiter)
         self._waiting += 1
         self._waits += 1
@@ -480,10 +443,10 @@ class AsyncTokenBucket:
             heapq.heappush(self._deadlines, (deadline, next(self._seq), waiter))
         return waiter
 
-    async def _wait(self, waiter: _Waiter) -> None:
+    async def _wait(self, waiter: Waiter) -> None:
         clock = self._clock
         queue = self._queue
-        while waiter.state == _WAITING:
+        while waiter.state == WAITING:
             if queue[0] is not waiter:
                 assert waiter.event is not None
                 await waiter.event.wait()  # set when served, or when this waiter becomes the head
@@ -491,7 +454,7 @@ class AsyncTokenBucket:
             now = clock.now()
             granted_before = self._unresumed
             self._serve(now)
-            if waiter.state != _WAITING:
+            if waiter.state != WAITING:
                 # Served in its own task, without a trip through the scheduler: calls served before
                 # it that have not resumed yet must not be overtaken.
                 waiter.yield_first = granted_before > 0
@@ -540,7 +503,7 @@ class AsyncTokenBucket:
         queue = self._queue
         while queue:
             waiter = queue[0]
-            if waiter.state != _WAITING:
+            if waiter.state != WAITING:
                 queue.popleft()
                 continue
             if not self._enough(waiter.n):
@@ -548,29 +511,29 @@ class AsyncTokenBucket:
             queue.popleft()
             self._take(waiter.n)
             self._unresumed += 1
-            self._unlink(waiter, _GRANTED)
+            self._unlink(waiter, GRANTED)
 
     def _expire_due(self, now: float) -> None:
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] <= now:
             waiter = heapq.heappop(deadlines)[2]
-            if waiter.state == _WAITING:
+            if waiter.state == WAITING:
                 self._timeouts += 1
-                self._unlink(waiter, _EXPIRED)
+                self._unlink(waiter, EXPIRED)
 
     def _reject_above(self, capacity: float) -> None:
         largest = 0.0
         for waiter in self._queue:
-            if waiter.state != _WAITING:
+            if waiter.state != WAITING:
                 continue
             if waiter.n > capacity:
                 self._rejected += 1
-                self._unlink(waiter, _REJECTED)
+                self._unlink(waiter, REJECTED)
             elif waiter.n > largest:
                 largest = waiter.n
         self._max_queued_n = largest
 
-    def _unlink(self, waiter: _Waiter, state: int) -> None:
+    def _unlink(self, waiter: Waiter, state: int) -> None:
         """Take a live waiter out of the accounting (the queue drops it lazily) and wake it."""
         waiter.state = state
         self._waiting -= 1
@@ -594,17 +557,17 @@ class AsyncTokenBucket:
         self._serve(now)
         self._replan()
 
-    def _abandon(self, waiter: _Waiter) -> None:
+    def _abandon(self, waiter: Waiter) -> None:
         """Undo what a call that is leaving with an exception (a cancellation) had in the bucket."""
-        if waiter.state == _GRANTED:
+        if waiter.state == GRANTED:
             # The tokens were granted but the work will not happen: give them back.
             self._cancelled += 1
             self._acquired -= waiter.n
             self._grants -= 1
             self._put_back(waiter.n)
-        elif waiter.state == _WAITING:
+        elif waiter.state == WAITING:
             self._cancelled += 1
             was_head = self._queue[0] is waiter
-            self._unlink(waiter, _CANCELLED)
+            self._unlink(waiter, CANCELLED)
             if was_head:
                 self._serve(self._clock.now())  # the next waiter takes over (or is served at once)

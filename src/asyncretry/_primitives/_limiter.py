@@ -25,9 +25,10 @@ from typing import ClassVar
 from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._validate import check_callable, check_clock, check_instance, check_seconds, check_str
-from ._bucket import AsyncTokenBucket, _in_event_loop
+from ._bucket import AsyncTokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
 from ._cubic import AdaptiveLimiterConfig, RateController, new_rate_controller
+from ._waiter import in_event_loop
 
 __all__ = ["AdaptiveLimiterConfig", "AdaptiveRateLimiter", "LimiterStatistics"]
 
@@ -140,7 +141,7 @@ class AdaptiveRateLimiter:
         self.name = check_str("name", name)
         self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
         self._control: RateController = new_rate_controller(self._config, self._clock.now())
-        self._anchored = self._clock is not DEFAULT_CLOCK or _in_event_loop()
+        self._anchored = self._clock is not DEFAULT_CLOCK or in_event_loop()
         # SPEC: the bucket starts empty; it fills from the start, but only matters once enabled.
         self._bucket = AsyncTokenBucket(
             self._control.fill_rate, self._control.max_capacity, tokens=0.0, clock=self._clock, name=name
