@@ -47,18 +47,14 @@ CONFIGURATIONS = ("none", "naive", "standard", "adaptive", "budget")
 
 # The demo wants its breaker to do the same thing at every seed: trip early in the outage, stay open through
 # it, and let traffic back a little after it. A failure ratio over a window cannot promise that: the
-# successes from before the outage must first age out of the window, so a window longer than the outage
-# (2 s, against 1.8 s) tripped as the outage ended, or not, by chance, and one of 0.5 s trips only after
-# about 25 failures, enough for the adaptive limiter to read the outage as one and probe for its end at
-# 0.5/s, once every 2 s. Ten failures in a row come within 0.1-0.2 s of the outage's start at the demo's
-# send rates (every request fails then), and practically never from the server's 3% of transient 503s or
-# from a throttled stretch where half the sends get through (standard mode tripped once, in the outage, in
-# each of 64 virtual runs). Open, the breaker probes every 0.5 s: its fourth probe comes 0.2-0.35 s after
-# the demo's 2-s outage ends, well clear of the outage's last instant (a probe that lands there fails, and
-# one just after it meets the server's bucket still empty: a 429). Two probes, either closing it, both
-# needed to re-open it: with one, a recovered server's 3% of transient 503s kept it open for another break
-# in about one run in 30 (5-7 points of the run's share); with two, one run in 1,100. Shorter breaks, with
-# two probes too, bring the outage's last instant back (0.25 s: adaptive's worst run 66-75%).
+# successes from before the outage must first age out of the window, so it trips as the outage ends, or
+# not, by chance. Ten failures in a row come within 0.1-0.2 s of the outage's start at the demo's send
+# rates (every request fails then), and practically never from the server's 3% of transient 503s or from a
+# throttled stretch where half the sends get through. Open, the breaker probes every 0.5 s: its fourth probe
+# comes 0.2-0.35 s after the demo's 2-s outage ends, clear of the outage's last instant (a probe that lands
+# there fails, and one just after it meets the server's bucket still empty: a 429). Two probes, either
+# closing it, both needed to re-open it: with one, a recovered server's transient 503 could keep it open for
+# another break. Shorter breaks bring the outage's last instant back.
 DEMO_BREAKER = CircuitBreakerConfig(
     failure_ratio=None, consecutive_failures=10, break_duration=0.5,
     half_open_max_probes=2, half_open_successes_to_close=1, half_open_failures_to_reopen=2,
