@@ -208,7 +208,7 @@ def _use_instrumentation(obj: Any) -> None:
 
 # How each public class (or factory) is used once, as a user would, after it was built from a hostile value.
 # Looked up by the exact class first, then by a base class (an ExponentialBackoff is a Backoff).
-FIRST_USES: dict[str, Callable[[Any], None]] = {
+FIRST_USES: dict[str, Callable[[Any], object]] = {
     "AsyncTokenBucket": _use_bucket,
     "RetryQuota": _use_quota,
     "AdaptiveRateLimiter": _use_limiter,
@@ -247,7 +247,7 @@ FIRST_USES: dict[str, Callable[[Any], None]] = {
 }
 
 
-def _first_use_of(obj: Any) -> Callable[[Any], None] | None:
+def _first_use_of(obj: Any) -> Callable[[Any], object] | None:
     for kind in type(obj).__mro__:
         if kind.__name__ in FIRST_USES:
             return FIRST_USES[kind.__name__]
