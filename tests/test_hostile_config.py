@@ -57,7 +57,11 @@ NOT_SETTINGS = {
 PUBLIC_MODULES = (asyncretry, asyncretry.httpx, asyncretry.redis, asyncretry.otel, asyncretry.testing)
 
 # The public functions that build a configured object from settings: driven like the constructors.
-FACTORIES: dict[str, Callable[..., Any]] = {"instrument": asyncretry.otel.instrument}
+FACTORIES: dict[str, Callable[..., Any]] = {
+    "instrument": asyncretry.otel.instrument,
+    "retry": asyncretry.retry,
+    "fixed_random": asyncretry.testing.fixed_random,
+}
 
 
 def _public_classes() -> dict[str, type]:
@@ -200,6 +204,37 @@ def _use_redis(obj: Any) -> None:
     _on_asyncio(main)
 
 
+class _Decorator:
+    """What ``retry(...)`` returned, so that its first use can be looked up by type."""
+
+    def __init__(self, decorate: Callable[..., Any]) -> None:
+        self.decorate = decorate
+
+
+class _Random:
+    """What ``fixed_random(...)`` returned."""
+
+    def __init__(self, draw: Callable[[], float]) -> None:
+        self.draw = draw
+
+
+def _use_decorator(obj: _Decorator) -> None:
+    failures = [ConnectionResetError()]
+
+    async def flaky() -> int:
+        if failures:
+            raise failures.pop()
+        return 1
+
+    decorated = obj.decorate(flaky)
+
+    async def main() -> None:
+        with contextlib.suppress(AsyncRetryError, ConnectionResetError):
+            await decorated()
+
+    _in_virtual_time(main)
+
+
 def _use_instrumentation(obj: Any) -> None:
     with obj:
         obj.observe(asyncretry.RetryQuota())
@@ -244,7 +279,12 @@ FIRST_USES: dict[str, Callable[[Any], object]] = {
     "RedisCircuitBreaker": _use_redis,
     "RedisRetryBudget": _use_redis,
     "Instrumentation": _use_instrumentation,
+    "_Decorator": _use_decorator,
+    "_Random": lambda obj: [obj.draw() for _ in range(3)],
 }
+
+# The factories whose result is a plain function: wrapped so that the first use is found by type.
+WRAP_RESULT: dict[str, Callable[[Any], Any]] = {"retry": _Decorator, "fixed_random": _Random}
 
 
 def _first_use_of(obj: Any) -> Callable[[Any], object] | None:
@@ -310,6 +350,19 @@ def _must_refuse(annotation: object, value: Any) -> bool:
     return False
 
 
+def _build(name: str, arguments: dict[str, Any]) -> Any:
+    """``CLASSES[name]`` called with ``arguments`` (a positional-only one passed by position), its result
+    wrapped when it is a plain function (see WRAP_RESULT)."""
+    constructor = CLASSES[name]
+    parameters = inspect.signature(constructor).parameters
+    positional = [
+        arguments.pop(p.name) for p in parameters.values() if p.kind is p.POSITIONAL_ONLY and p.name in arguments
+    ]
+    built = constructor(*positional, **arguments)
+    wrap = WRAP_RESULT.get(name)
+    return built if wrap is None else wrap(built)
+
+
 def _violations(name: str, parameter: str, values: list[Any] = HOSTILE) -> list[str]:
     """Every hostile value for which the rule fails, with what happened."""
     cls = CLASSES[name]
@@ -321,7 +374,7 @@ def _violations(name: str, parameter: str, values: list[Any] = HOSTILE) -> list[
             continue  # the wrapped transport is httpx's business: any object is tried as one
         arguments[parameter] = value
         try:
-            obj = cls(**arguments)
+            obj = _build(name, arguments)
         except (ValueError, TypeError) as error:
             if parameter not in str(error):
                 found.append(f"{_value_id(value)}: {type(error).__name__} without the name: {error}")
@@ -370,7 +423,7 @@ def test_every_public_class_is_covered() -> None:
             obj = getattr(module, name)
             if not isinstance(obj, type) or name in NOT_SETTINGS or name not in CLASSES:
                 continue
-            if _first_use_of(CLASSES[name](**_defaults(name))) is None:
+            if _first_use_of(_build(name, _defaults(name))) is None:
                 missing.append(f"{module.__name__}.{name}")
     assert missing == [], missing
     assert {"RedisBackend", "RedisTokenBucket", "RedisRetryBudget", "RetryBudget", "RetryBudgetConfig",
@@ -380,7 +433,7 @@ def test_every_public_class_is_covered() -> None:
 def test_every_factory_result_is_used() -> None:
     """What each public factory builds (instrument() -> Instrumentation) has a first use, so it is driven too."""
     for name in FACTORIES:
-        built = CLASSES[name](**_defaults(name))
+        built = _build(name, _defaults(name))
         try:
             assert _first_use_of(built) is not None, name
         finally:

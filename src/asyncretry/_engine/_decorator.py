@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar, overload
 
 from .._primitives._kinds import OutcomeKind
+from .._validate import check_str
 from ._classify import Classifier
 from ._policy import RetryPolicy
 from ._retrier import _SYNC_HEDGING, DEFAULT_SCOPE, Retrier
@@ -100,6 +101,7 @@ def retry(
         @asyncretry.retry
         def read_config() -> dict[str, str]: ...
     """
+    check_str("scope", scope)
     if callable(policy) and not isinstance(policy, RetryPolicy):
         return _Decorator(_shared(None, retrier, on, policy_fields), scope)(policy)  # @retry without parentheses
     return _Decorator(_shared(policy, retrier, on, policy_fields), scope)
