@@ -106,6 +106,8 @@ from ._engine._hedging import HedgingConfig as HedgingConfig
 from ._engine._history import AttemptRecord as AttemptRecord
 from ._engine._history import RetryHistory as RetryHistory
 from ._engine._history import history_of as history_of
+from ._engine._overrides import RequestOverrides as RequestOverrides
+from ._engine._overrides import parse_overrides as parse_overrides
 from ._engine._policy import GiveUpInfo as GiveUpInfo
 from ._engine._policy import RetryPolicy as RetryPolicy
 from ._engine._polling import PollStatus as PollStatus
@@ -185,6 +187,7 @@ __all__ = [
     "QuotaStatistics",
     "RandomSource",
     "RateLimitTimeout",
+    "RequestOverrides",
     "Retrier",
     "RetrierStatistics",
     "RetriesExhausted",
@@ -204,6 +207,7 @@ __all__ = [
     "botocore_classifier",
     "error_code_of",
     "history_of",
+    "parse_overrides",
     "poll",
     "retry",
     "settings_from_env",
