@@ -2,7 +2,9 @@
 
 ``@retry`` on an ``async def`` gives a coroutine function driven by :meth:`Retrier.call`; on a plain
 ``def`` it gives a plain function driven by :meth:`Retrier.call_sync` (sleeping with :func:`time.sleep`).
-Both share one :class:`Retrier` per decorated function: one quota, limiter, budget and breaker.
+On a generator function (``async def`` with ``yield``, or ``def`` with ``yield``) it gives a generator
+function whose start is retried (:mod:`._generators`). All share one :class:`Retrier` per decorated
+function: one quota, limiter, budget and breaker.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from .._primitives._kinds import OutcomeKind
 from ._classify import Classifier
+from ._generators import retried_async_generator, retried_generator
 from ._policy import RetryPolicy
 from ._retrier import _SYNC_HEDGING, DEFAULT_SCOPE, Retrier
 
@@ -78,6 +81,8 @@ def retry(
 
     All calls of the decorated function share one :class:`Retrier` (one quota, limiter, budget and
     breaker); each call has its own attempts. ``@retry`` alone uses the default policy (AWS standard mode).
+    On a generator function (async or not), the start is retried: a failure before the first item
+    restarts it, a failure after an item was yielded is raised as it is.
 
     Args:
         policy: the policy; default ``RetryPolicy(**policy_fields)``.
@@ -91,6 +96,7 @@ def retry(
     Raises:
         TypeError: a field given twice (in ``policy`` and as an argument, or ``on`` and ``classifier``),
             a retrier beside a policy, or something that cannot be decorated.
+        ValueError: a generator function under a policy with hedging or a ``retry_if_result`` classifier.
 
     Example::
 
@@ -146,7 +152,11 @@ class _Decorator:
         shared, scope = self.retrier, self.scope
         if shared.name == "retrier":
             shared.name = getattr(fn, "__qualname__", "retrier")
-        if _is_async(fn):
+        if _is_kind(fn, inspect.isasyncgenfunction):
+            return retried_async_generator(shared, scope, fn)
+        if _is_kind(fn, inspect.isgeneratorfunction):
+            return retried_generator(shared, scope, fn)
+        if _is_kind(fn, inspect.iscoroutinefunction):
             coroutine_fn: Callable[..., Awaitable[Any]] = fn
 
             @functools.wraps(fn)
@@ -167,8 +177,9 @@ class _Decorator:
         return sync_wrapper
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    """An ``async def`` (also behind functools.partial, or as an object's ``async def __call__``)."""
+def _is_kind(fn: Callable[..., Any], test: Callable[[Any], bool]) -> bool:
+    """Whether ``fn`` passes ``test`` (``inspect.iscoroutinefunction`` ...), also behind functools.partial
+    or as an object's ``__call__``."""
     while isinstance(fn, functools.partial):
         fn = fn.func
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+    return test(fn) or (not inspect.isroutine(fn) and test(type(fn).__call__))
