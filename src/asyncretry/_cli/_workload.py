@@ -76,8 +76,21 @@ class Configuration:
     description: str
 
 
-def configurations(names: Sequence[str], *, profiles: Sequence[str] = ("aws",)) -> list[Configuration]:
-    """The named configurations, in order; ``adaptive`` gives one per limiter profile."""
+def _adaptive(profile: str) -> Configuration:
+    """Adaptive mode with the limiter ``profile``, named after the preset that gives it."""
+    if profile == "aws":
+        return Configuration(
+            "aws adaptive", RetryPolicy.aws_adaptive(breaker=DEMO_BREAKER),
+            "RetryPolicy.aws_adaptive(): the AWS SDKs' adaptive mode, their own CUBIC limiter exactly",
+        )
+    return Configuration(
+        "adaptive", RetryPolicy.adaptive(breaker=DEMO_BREAKER, limiter=AdaptiveLimiterConfig(profile=profile)),
+        f"RetryPolicy.adaptive(): standard plus asyncretry's client-side rate limiter (profile {profile!r})",
+    )
+
+
+def configurations(names: Sequence[str], *, profiles: Sequence[str] = ("asyncretry",)) -> list[Configuration]:
+    """The named configurations, in order; ``adaptive`` gives one per limiter profile (``aws``: the SDKs')."""
     result: list[Configuration] = []
     for name in names:
         if name == "none":
@@ -96,13 +109,7 @@ def configurations(names: Sequence[str], *, profiles: Sequence[str] = ("aws",)) 
                 "AWS standard mode: 3 attempts, jittered backoff, Retry-After, retry quota; and a breaker",
             ))
         elif name == "adaptive":
-            for profile in profiles:
-                label = "adaptive" if len(profiles) == 1 else f"adaptive ({profile})"
-                result.append(Configuration(
-                    label,
-                    RetryPolicy.aws_adaptive(breaker=DEMO_BREAKER, limiter=AdaptiveLimiterConfig(profile=profile)),
-                    f"standard plus the CUBIC client-side rate limiter (profile {profile!r})",
-                ))
+            result.extend(_adaptive(profile) for profile in profiles)
         elif name == "budget":
             result.append(Configuration(
                 "budget", RetryPolicy.aws_standard(quota=False, budget=RetryBudgetConfig(), breaker=DEMO_BREAKER),

@@ -246,11 +246,22 @@ class RetryPolicy:
         return cls(mode="standard", profile=profile, **changes)
 
     @classmethod
-    def aws_adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
-        """AWS SDK adaptive mode: standard mode plus the AWS SDKs' CUBIC client-side rate limiter.
+    def adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
+        """Adaptive mode as asyncretry recommends it: standard mode plus asyncretry's client-side rate limiter.
 
-        The limiter defaults to ``AdaptiveLimiterConfig(profile="aws")``, the SDKs' exact behaviour;
-        ``RetryPolicy(mode="adaptive")`` uses asyncretry's default profile instead.
+        The same policy as ``RetryPolicy(mode="adaptive")``: the limiter is ``AdaptiveLimiterConfig()``
+        (the ``"asyncretry"`` profile), which keeps more of a throttling server's capacity than the AWS
+        SDKs' own limiter. For the SDKs' exact behaviour, use :meth:`aws_adaptive`.
+        """
+        return cls(mode="adaptive", profile=profile, **changes)
+
+    @classmethod
+    def aws_adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
+        """The AWS SDKs' adaptive mode, exactly: standard mode plus the SDKs' own CUBIC rate limiter.
+
+        The limiter is ``AdaptiveLimiterConfig(profile="aws")``, which reproduces botocore and the other
+        SDKs to their shared test tables; choose it to behave as they do. asyncretry's recommended
+        limiter is :meth:`adaptive` (``RetryPolicy(mode="adaptive")``).
         """
         changes.setdefault("limiter", AdaptiveLimiterConfig(profile="aws"))
         return cls(mode="adaptive", profile=profile, **changes)
