@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import anyio
 import pytest
 
-from asyncretry import Retrier, RetryPolicy, history_of
-from asyncretry.testing import TestMode, VirtualClock, fixed_random, test_mode
+from asyncretry import FixedBackoff, Retrier, RetryPolicy, history_of
+from asyncretry.testing import TestMode, VirtualClock, fixed_random, is_testing, set_testing, test_mode
 
 
 class AlwaysFails:
@@ -148,3 +151,109 @@ def test_pytest_does_not_collect_test_mode_as_a_test() -> None:
     """test_mode and TestMode are marked so that importing them into a test module collects nothing."""
     assert test_mode.__test__ is False  # type: ignore[attr-defined]
     assert TestMode.__test__ is False
+
+
+# ------------------------------------------------------------------------- process-wide: threads see it
+class SyncAlwaysFails:
+    """A plain function that always fails, counting its calls (from any thread)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        raise ConnectionResetError(f"call {self.calls}")
+
+
+def _run_in_thread(retrier: Retrier, fn: SyncAlwaysFails) -> list[BaseException]:
+    """Call ``fn`` through ``retrier`` in a new thread; returns what the call raised."""
+    raised: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            retrier.call_sync(fn)
+        except ConnectionResetError as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    return raised
+
+
+@pytest.fixture
+def hour_long_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A retrier whose waits would be an hour each; time.sleep records instead of sleeping."""
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    return slept
+
+
+def _hourly() -> Retrier:
+    return Retrier(RetryPolicy(max_attempts=3, backoff=FixedBackoff(3600.0)))
+
+
+def test_a_thread_started_inside_a_process_wide_block_sees_it(hour_long_backoff: list[float]) -> None:
+    """test_mode(process_wide=True): a thread started inside makes the capped attempts and never sleeps."""
+    failing = SyncAlwaysFails()
+    with test_mode(max_attempts=2, process_wide=True):
+        raised = _run_in_thread(_hourly(), failing)
+    assert len(raised) == 1
+    assert failing.calls == 2
+    assert hour_long_backoff == []
+    assert not is_testing()  # the block restored the process's state
+
+
+def test_a_thread_does_not_inherit_a_task_local_block(hour_long_backoff: list[float]) -> None:
+    """The default test_mode() is this task's only: a thread started inside it retries (and would sleep)."""
+    failing = SyncAlwaysFails()
+    with test_mode(max_attempts=2):
+        assert is_testing()
+        raised = _run_in_thread(_hourly(), failing)
+    assert len(raised) == 1
+    assert failing.calls == 3
+    assert hour_long_backoff == [3600.0, 3600.0]
+
+
+def test_set_testing_switches_every_thread_on_and_off(hour_long_backoff: list[float]) -> None:
+    """set_testing(True) reaches threads started later; set_testing(False) switches it off again."""
+    failing = SyncAlwaysFails()
+    set_testing(True, max_attempts=1)
+    try:
+        assert is_testing()
+        _run_in_thread(_hourly(), failing)
+        assert failing.calls == 1
+        with test_mode(max_attempts=2):  # a block inside still wins, in its task
+            _run_in_thread(_hourly(), failing)  # ... but the thread sees the process's mode
+            assert failing.calls == 2
+    finally:
+        set_testing(False)
+    assert not is_testing()
+    _run_in_thread(_hourly(), failing)
+    assert failing.calls == 5  # three attempts again, and the waits are real once more
+    assert hour_long_backoff == [3600.0, 3600.0]
+
+
+@pytest.mark.anyio
+async def test_set_testing_applies_to_async_calls_too() -> None:
+    """The process-wide mode caps async calls and skips their sleeps, on asyncio and trio."""
+    retrier, clock = make()
+    set_testing(True, max_attempts=2)
+    try:
+        with pytest.raises(ConnectionResetError):
+            await retrier.call(failing := AlwaysFails())
+    finally:
+        set_testing(False)
+    assert failing.calls == 2
+    assert clock.sleeps == []
+
+
+def test_set_testing_checks_its_arguments() -> None:
+    """A non-bool switch or a bad cap is refused, naming the parameter, and changes nothing."""
+    with pytest.raises(TypeError, match="testing must be True or False"):
+        set_testing("yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_attempts"):
+        set_testing(True, max_attempts=0)
+    with pytest.raises(TypeError, match="process_wide must be True or False"), test_mode(process_wide=1):  # type: ignore[arg-type]
+        pass
+    assert not is_testing()
