@@ -12,6 +12,8 @@ import inspect
 import sys
 import typing
 
+from ._breaker_state import BreakerState as BreakerState
+
 # --- base: exceptions, events
 from ._events import GLOBAL_EVENTS as GLOBAL_EVENTS
 from ._events import AttemptFinished as AttemptFinished
@@ -83,7 +85,6 @@ from ._primitives._delivery import DeliveryPolicy as DeliveryPolicy
 
 # --- primitives: circuit breaker
 # isort: split
-from ._primitives._breaker import BreakerState as BreakerState
 from ._primitives._breaker import BreakerStatistics as BreakerStatistics
 from ._primitives._breaker import CircuitBreaker as CircuitBreaker
 from ._primitives._breaker import CircuitBreakerConfig as CircuitBreakerConfig

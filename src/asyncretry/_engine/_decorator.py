@@ -150,18 +150,23 @@ class _Decorator:
         if not callable(fn):
             raise TypeError(f"@retry needs an async or plain function, got {fn!r}")
         shared, scope = self.retrier, self.scope
+        name = _qualified_name(fn)
         if shared.name == "retrier":
-            shared.name = getattr(fn, "__qualname__", "retrier")
+            shared.name = name
+
+        def label() -> str:  # the function's name, in every event and log line of its calls
+            return name
+
         if _is_kind(fn, inspect.isasyncgenfunction):
-            return retried_async_generator(shared, scope, fn)
+            return retried_async_generator(shared, scope, fn, label)
         if _is_kind(fn, inspect.isgeneratorfunction):
-            return retried_generator(shared, scope, fn)
+            return retried_generator(shared, scope, fn, label)
         if _is_kind(fn, inspect.iscoroutinefunction):
             coroutine_fn: Callable[..., Awaitable[Any]] = fn
 
             @functools.wraps(fn)
             async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                return await shared._call(scope, coroutine_fn, args, kwargs)
+                return await shared._call(scope, coroutine_fn, args, kwargs, label)
 
             wrapper.retrier = shared  # type: ignore[attr-defined]
             return wrapper
@@ -171,10 +176,18 @@ class _Decorator:
 
         @functools.wraps(fn)
         def sync_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return shared._call_sync(scope, fn, args, kwargs)
+            return shared._call_sync(scope, fn, args, kwargs, label)
 
         sync_wrapper.retrier = shared  # type: ignore[attr-defined]
         return sync_wrapper
+
+
+def _qualified_name(fn: Callable[..., Any]) -> str:
+    """``fn``'s qualified name (``Client.fetch``), also behind functools.partial or for a callable object."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__qualname__
 
 
 def _is_kind(fn: Callable[..., Any], test: Callable[[Any], bool]) -> bool:

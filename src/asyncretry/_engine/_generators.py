@@ -42,7 +42,7 @@ def _check(shared: Retrier, fn: Callable[..., Any]) -> None:
 
 
 def retried_async_generator(
-    shared: Retrier, scope: str, fn: Callable[..., AsyncGenerator[Any, Any]]
+    shared: Retrier, scope: str, fn: Callable[..., AsyncGenerator[Any, Any]], label: Callable[[], str]
 ) -> Callable[..., AsyncGenerator[Any, Any]]:
     """An async generator function whose start (up to its first item) is retried under ``shared``."""
     _check(shared, fn)
@@ -56,7 +56,7 @@ def retried_async_generator(
 
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        generator, item = await shared._call(scope, start, (args, kwargs), {})
+        generator, item = await shared._call(scope, start, (args, kwargs), {}, label)
         if item is _EMPTY:
             return
         try:
@@ -77,7 +77,7 @@ def retried_async_generator(
 
 
 def retried_generator(
-    shared: Retrier, scope: str, fn: Callable[..., Generator[Any, Any, Any]]
+    shared: Retrier, scope: str, fn: Callable[..., Generator[Any, Any, Any]], label: Callable[[], str]
 ) -> Callable[..., Generator[Any, Any, Any]]:
     """A generator function whose start (up to its first item) is retried under ``shared``, sleeping in between."""
     _check(shared, fn)
@@ -91,7 +91,7 @@ def retried_generator(
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        generator, item, returned = shared._call_sync(scope, start, (args, kwargs), {})
+        generator, item, returned = shared._call_sync(scope, start, (args, kwargs), {}, label)
         if item is _EMPTY:
             return returned
         try:

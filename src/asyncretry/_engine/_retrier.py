@@ -282,9 +282,10 @@ class Retrier:
         return await self._call(scope, fn, args, kwargs)
 
     async def _call(
-        self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any],
+        label: Label | None = None,
     ) -> T:
-        attempts = self.attempts(scope=scope)
+        attempts = self.attempts(scope=scope, label=label)
         if self.policy.hedging is not None:
 
             async def send(attempt: Attempt) -> T:
@@ -317,10 +318,13 @@ class Retrier:
         """Like :meth:`call_sync`, in the given scope."""
         return self._call_sync(scope, fn, args, kwargs)
 
-    def _call_sync(self, scope: str, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    def _call_sync(
+        self, scope: str, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
+        label: Label | None = None,
+    ) -> T:
         if self.policy.hedging is not None:
             raise ValueError(_SYNC_HEDGING)
-        attempts = self.sync_attempts(scope=scope)
+        attempts = self.sync_attempts(scope=scope, label=label)
         result: T = NOT_SET
         for attempt in attempts:
             with attempt:
