@@ -14,45 +14,15 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar, overload
 
-from .._primitives._kinds import OutcomeKind
-from ._classify import Classifier
+from ._classify import On
 from ._generators import retried_async_generator, retried_generator
 from ._policy import RetryPolicy
 from ._retrier import _SYNC_HEDGING, DEFAULT_SCOPE, Retrier
 
-__all__ = ["On", "classifier_on", "retry"]
+__all__ = ["retry"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-On = type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool]
-"""What ``on=`` takes: an exception class, a tuple of them, or a predicate over exceptions."""
-
-
-def classifier_on(on: On) -> Classifier:
-    """A classifier that retries exactly the exceptions ``on`` names (stamina's ``on=``), as transient failures.
-
-    Raises:
-        TypeError: ``on`` is neither an exception class, a tuple of them, nor a callable.
-    """
-    if isinstance(on, tuple) or (isinstance(on, type) and issubclass(on, BaseException)):
-        types = on if isinstance(on, tuple) else (on,)
-        if not types or not all(isinstance(t, type) and issubclass(t, Exception) for t in types):
-            raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
-
-        def by_type(error: Exception) -> OutcomeKind | bool:
-            return isinstance(error, types)
-
-        return Classifier(retry_if=by_type)
-    if isinstance(on, type) or not callable(on):
-        raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
-    predicate = on
-
-    def by_predicate(error: Exception) -> OutcomeKind | bool:
-        return bool(predicate(error))
-
-    return Classifier(retry_if=by_predicate)
-
 
 @overload
 def retry(fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Coroutine[Any, Any, T]]: ...
@@ -118,14 +88,12 @@ def _shared(policy: Any, retrier: Retrier | None, on: On | None, fields: dict[st
         if not isinstance(retrier, Retrier):
             raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
         return retrier
-    if on is not None:
-        if "classifier" in fields:
-            raise TypeError("on= and classifier= both say what to retry: give one of them")
-        fields["classifier"] = classifier_on(on)
     if policy is None:
-        return Retrier(RetryPolicy(**fields))
+        return Retrier(RetryPolicy(**fields, on=on))
     if not isinstance(policy, RetryPolicy):
         raise TypeError(f"policy must be a RetryPolicy, got {policy!r}")
+    if on is not None and not fields:
+        return Retrier(policy, on=on)  # what to retry, for a policy that does not say
     if fields:
         names = ", ".join(sorted(fields))
         raise TypeError(
