@@ -30,17 +30,23 @@ class Source:
             raise ConnectionResetError(f"run {self.runs}, item {index}")
 
 
+def _items(source: Source, prefix: str) -> Iterator[str]:
+    """The stream's items, as the source lets them through (counting the run and its close)."""
+    source.runs += 1
+    try:
+        for index in range(source.items):
+            source.step(index)
+            yield f"{prefix}{index}"
+    finally:
+        source.closed += 1
+
+
 def async_stream(source: Source) -> Callable[[str], AsyncGenerator[str, None]]:
     @retry(QUICK)
     async def stream(prefix: str) -> AsyncGenerator[str, None]:
         """Stream the items."""
-        source.runs += 1
-        try:
-            for index in range(source.items):
-                source.step(index)
-                yield f"{prefix}{index}"
-        finally:
-            source.closed += 1
+        for item in _items(source, prefix):
+            yield item
 
     return stream
 
@@ -49,13 +55,7 @@ def sync_stream(source: Source) -> Callable[[str], Iterator[str]]:
     @retry(QUICK)
     def stream(prefix: str) -> Iterator[str]:
         """Stream the items."""
-        source.runs += 1
-        try:
-            for index in range(source.items):
-                source.step(index)
-                yield f"{prefix}{index}"
-        finally:
-            source.closed += 1
+        yield from _items(source, prefix)
 
     return stream
 
