@@ -193,26 +193,54 @@ def _hourly() -> Retrier:
     return Retrier(RetryPolicy(max_attempts=3, backoff=FixedBackoff(3600.0)))
 
 
-def test_a_thread_started_inside_a_process_wide_block_sees_it(hour_long_backoff: list[float]) -> None:
-    """test_mode(process_wide=True): a thread started inside makes the capped attempts and never sleeps."""
+def test_a_thread_started_inside_the_block_sees_it(hour_long_backoff: list[float]) -> None:
+    """A thread started inside test_mode() makes the capped attempts and never sleeps; after it, all is back."""
     failing = SyncAlwaysFails()
-    with test_mode(max_attempts=2, process_wide=True):
+    with test_mode(max_attempts=2):
         raised = _run_in_thread(_hourly(), failing)
     assert len(raised) == 1
     assert failing.calls == 2
     assert hour_long_backoff == []
-    assert not is_testing()  # the block restored the process's state
+    assert not is_testing()
+    _run_in_thread(_hourly(), failing)
+    assert failing.calls == 5
+    assert hour_long_backoff == [3600.0, 3600.0]
 
 
-def test_a_thread_does_not_inherit_a_task_local_block(hour_long_backoff: list[float]) -> None:
-    """The default test_mode() is this task's only: a thread started inside it retries (and would sleep)."""
+@pytest.mark.anyio
+async def test_a_thread_started_inside_an_async_block_sees_it(hour_long_backoff: list[float]) -> None:
+    """From an async test too (asyncio and trio): the block covers a thread the code under test starts."""
     failing = SyncAlwaysFails()
-    with test_mode(max_attempts=2):
-        assert is_testing()
+    with test_mode(max_attempts=1):
         raised = _run_in_thread(_hourly(), failing)
     assert len(raised) == 1
-    assert failing.calls == 3
-    assert hour_long_backoff == [3600.0, 3600.0]
+    assert failing.calls == 1
+    assert hour_long_backoff == []
+
+
+@pytest.mark.anyio
+async def test_other_tasks_of_the_loop_are_not_in_the_block() -> None:
+    """A task of the same loop that is not inside the block keeps its policy's attempts and waits."""
+    retrier, clock = make()
+    outside, inside = AlwaysFails(), AlwaysFails()
+    entered = anyio.Event()
+    done = anyio.Event()
+
+    async def not_in_the_block() -> None:
+        await entered.wait()
+        with pytest.raises(ConnectionResetError):
+            await retrier.call(outside)
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(not_in_the_block)
+        with test_mode(max_attempts=1):
+            entered.set()
+            with pytest.raises(ConnectionResetError):
+                await retrier.call(inside)
+            await done.wait()
+    assert (inside.calls, outside.calls) == (1, 3)
+    assert clock.sleeps == [0.5, 1.0]
 
 
 def test_set_testing_switches_every_thread_on_and_off(hour_long_backoff: list[float]) -> None:
@@ -223,14 +251,14 @@ def test_set_testing_switches_every_thread_on_and_off(hour_long_backoff: list[fl
         assert is_testing()
         _run_in_thread(_hourly(), failing)
         assert failing.calls == 1
-        with test_mode(max_attempts=2):  # a block inside still wins, in its task
-            _run_in_thread(_hourly(), failing)  # ... but the thread sees the process's mode
-            assert failing.calls == 2
+        with test_mode(max_attempts=2):  # a block wins over the switch, in its threads too
+            _run_in_thread(_hourly(), failing)
+            assert failing.calls == 3
     finally:
         set_testing(False)
     assert not is_testing()
     _run_in_thread(_hourly(), failing)
-    assert failing.calls == 5  # three attempts again, and the waits are real once more
+    assert failing.calls == 6  # three attempts again, and the waits are real once more
     assert hour_long_backoff == [3600.0, 3600.0]
 
 
@@ -254,6 +282,4 @@ def test_set_testing_checks_its_arguments() -> None:
         set_testing("yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_attempts"):
         set_testing(True, max_attempts=0)
-    with pytest.raises(TypeError, match="process_wide must be True or False"), test_mode(process_wide=1):  # type: ignore[arg-type]
-        pass
     assert not is_testing()

@@ -13,8 +13,8 @@
 
 * :func:`fixed_random` and :class:`SequenceRandom` -- deterministic random sources for ``rng=``.
 * :func:`test_mode` -- a context manager under which retries do not wait and make fewer attempts (in
-  this task, or with ``process_wide=True`` in every task and thread); :func:`set_testing` switches the
-  same on or off for the whole process (stamina's switch), :func:`is_testing` tells whether it applies.
+  this task, the tasks it starts and every other thread); :func:`set_testing` switches the same on or
+  off for the whole process (stamina's switch), :func:`is_testing` tells whether it applies.
 """
 
 from __future__ import annotations
