@@ -143,3 +143,13 @@ def test_valid_overrides_still_work_in_the_sync_transport() -> None:
         counter.count = 0
         response = client.get(URL, extensions={EXTENSION: {"retry": False}})
         assert (response.status_code, counter.count) == (503, 1)
+
+
+@pytest.mark.anyio
+async def test_retry_false_beside_a_policy_sends_once_under_that_policy() -> None:
+    """{'retry': False, 'policy': P}: one attempt, and the rest of P (its deadline, say) still applies."""
+    counter = Counter(503, 200)
+    policy = RetryPolicy(max_attempts=5, backoff=NoBackoff(), deadline=30.0)
+    async with async_client(counter) as client:
+        response = await client.get(URL, extensions={EXTENSION: {"retry": False, "policy": policy}})
+    assert (response.status_code, counter.count) == (503, 1)

@@ -125,8 +125,8 @@ def plan_request(
     if given is not None:
         overrides = parse_overrides(given, WHERE)
         plan.policy = overrides.policy
-        if overrides.retry is False:
-            plan.policy = once()
+        if overrides.retry is False:  # one attempt, of the request's own policy if it has one
+            plan.policy = once() if plan.policy is None else plan.policy.replace(max_attempts=1)
         if overrides.scope is not None:
             scope = overrides.scope
         plan.idempotent_opt = overrides.idempotent
