@@ -6,20 +6,8 @@ import logging
 
 import pytest
 
-from asyncretry import (
-    GLOBAL_EVENTS,
-    BreakerState,
-    BreakerStateChanged,
-    CircuitBreaker,
-    CircuitBreakerConfig,
-    Event,
-    EventBus,
-    GaveUp,
-    Retrier,
-    RetryPolicy,
-    RetryScheduled,
-    retry,
-)
+import asyncretry
+from asyncretry import GLOBAL_EVENTS, BreakerState, Event, EventBus, GaveUp, Retrier, RetryPolicy, RetryScheduled, retry
 from asyncretry.testing import fixed_random, test_mode
 
 
@@ -143,9 +131,10 @@ def test_log_lines_of_a_retried_plain_function_name_it(caplog: pytest.LogCapture
 def test_breaker_events_carry_breaker_states_as_statistics_do() -> None:
     """BreakerStateChanged's states are BreakerState, the type of BreakerStatistics.state, and still equal strings."""
     bus = EventBus(parent=None)
-    seen: list[BreakerStateChanged] = []
+    seen: list[asyncretry.BreakerStateChanged] = []
     bus.subscribe(seen.append)  # type: ignore[arg-type]
-    breaker = CircuitBreaker(CircuitBreakerConfig(consecutive_failures=1, failure_ratio=None), events=bus)
+    config = asyncretry.CircuitBreakerConfig(consecutive_failures=1, failure_ratio=None)
+    breaker = asyncretry.CircuitBreaker(config, events=bus)
     breaker.record_failure(breaker.acquire())
     (event,) = seen
     assert type(event.old_state) is type(event.new_state) is type(breaker.statistics().state) is BreakerState
@@ -157,7 +146,7 @@ def test_breaker_events_carry_breaker_states_as_statistics_do() -> None:
 
 def test_breaker_events_built_from_strings_hold_states_and_refuse_unknown_ones() -> None:
     """An event built with state strings (a breaker kept on a server) holds BreakerState; a bad state is refused."""
-    event = BreakerStateChanged(time=0.0, source="s", old_state="half_open", new_state="closed", reason="r")  # type: ignore[arg-type]
+    event = asyncretry.BreakerStateChanged(time=0.0, source="s", old_state="half_open", new_state="closed", reason="r")  # type: ignore[arg-type]
     assert event.old_state is BreakerState.HALF_OPEN
     with pytest.raises(ValueError, match="'ajar' is not a valid BreakerState"):
-        BreakerStateChanged(time=0.0, source="s", old_state="ajar", new_state="closed", reason="r")  # type: ignore[arg-type]
+        asyncretry.BreakerStateChanged(time=0.0, source="s", old_state="ajar", new_state="closed", reason="r")  # type: ignore[arg-type]
