@@ -13,8 +13,8 @@ import httpx
 import pytest
 from rich.console import Console
 
-from asyncretry import GLOBAL_EVENTS, BreakerStateChanged, DeliveryPolicy, ExponentialBackoff
-from asyncretry._cli import main
+from asyncretry import GLOBAL_EVENTS, BreakerStateChanged, DeliveryPolicy, ExponentialBackoff, RetryPolicy
+from asyncretry._cli import build_parser, main
 from asyncretry._cli._args import capacity_schedule
 from asyncretry._cli._policies import GROUPS, option_names, resolve
 from asyncretry._cli._possible import ideal_sends, possible_successes
@@ -292,7 +292,7 @@ def test_simulate_prints_the_comparison_table(capsys: pytest.CaptureFixture[str]
     assert_fits(out, width)
     for header in ("configuration", "requests", "ok/s", "share", "429s", "sends/", "trips", "p50", "p99", "failed"):
         assert header in out
-    rows = {label: row(out, label) for label in ("no retries", "naive retries", "standard", "adaptive")}
+    rows = {label: row(out, label) for label in ("no retries", "naive retries", "standard", "aws adaptive")}
     assert all(len(cells) == 10 for cells in rows.values())
     none = rows["no retries"]
     assert none[5] == "1.00x"  # no retries: one send per request
@@ -521,6 +521,15 @@ async def test_the_demo_breaker_trips_once_early_in_the_outage_and_closes_soon_a
     assert len(closes) == 1
     assert 8.0 < closes[0] < 8.5
     assert result.share >= 0.9
+
+
+def test_the_demo_shows_both_adaptive_presets_by_name() -> None:
+    """By default the demo runs asyncretry's adaptive mode and the SDKs' exact one, each named as its preset."""
+    args = build_parser().parse_args(["demo", "--configs", "standard,adaptive"])
+    rows = configurations(args.configs, profiles=args.profile)
+    assert [config.name for config in rows] == ["standard", "adaptive", "aws adaptive"]
+    assert rows[1].policy.limiter_config == RetryPolicy.adaptive().limiter_config
+    assert rows[2].policy.limiter_config == RetryPolicy.aws_adaptive().limiter_config
 
 
 async def _demo_run(name: str, *, seed: int) -> RunResult:

@@ -475,3 +475,80 @@ def test_any_value_fails_at_construction_or_works(case: tuple[str, str], value: 
     """Whatever value a parameter gets, it is refused with an error naming it or the object works."""
     name, parameter = case
     assert _violations(name, parameter, [value]) == []
+
+
+# ------------------------------------------------------------------------------------ per-request overrides
+OVERRIDE_KEYS = sorted(asyncretry.RequestOverrides.keys())
+
+
+def _override_is_valid(key: str, value: Any) -> bool:
+    """Whether ``value`` is of the type the override ``key`` takes (anything else must be refused)."""
+    if key in ("retry", "read_body"):
+        return isinstance(value, bool)
+    if key == "idempotent":
+        return value is None or isinstance(value, bool)
+    if key == "hedge":
+        return value is None or isinstance(value, (bool, asyncretry.HedgingConfig))
+    if key == "scope":
+        return isinstance(value, str) and value != ""
+    return isinstance(value, RetryPolicy)
+
+
+def _send_with_override(key: str, value: Any, transport_kind: str) -> tuple[Exception | None, int]:
+    """A POST (no idempotency key) to a server answering 503, with ``{key: value}``: the error, and the sends."""
+    sends = [0]
+
+    def unavailable(request: httpx.Request) -> httpx.Response:
+        sends[0] += 1
+        return httpx.Response(503)
+
+    extensions = {asyncretry.httpx.EXTENSION: {key: value}}
+    policy = RetryPolicy(backoff=asyncretry.NoBackoff())
+    try:
+        if transport_kind == "sync":
+            sync = asyncretry.httpx.RetryTransport(httpx.MockTransport(unavailable), policy=policy)
+            with httpx.Client(transport=sync) as client:
+                client.post("http://test.invalid/", content=b"x", extensions=extensions)
+        else:
+            hedged = policy.replace(hedging=asyncretry.HedgingConfig(delay=0.01))
+            transport = asyncretry.httpx.AsyncRetryTransport(httpx.MockTransport(unavailable), policy=hedged)
+
+            async def send() -> None:
+                async with httpx.AsyncClient(transport=transport) as client:
+                    await client.post("http://test.invalid/", content=b"x", extensions=extensions)
+
+            anyio.run(send, backend="trio", backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
+    except (TypeError, ValueError) as error:
+        return error, sends[0]
+    return None, sends[0]
+
+
+def _override_violations(key: str, value: Any) -> list[str]:
+    """What goes wrong when a request carries ``{key: value}``, through both transports (nothing, if all is well)."""
+    found = []
+    for kind in ("sync", "async"):
+        error, sends = _send_with_override(key, value, kind)
+        if error is not None:
+            if f"[{key!r}]" not in str(error):
+                found.append(f"{kind} {key}={_value_id(value)}: {type(error).__name__} without the key: {error}")
+            if sends:
+                found.append(f"{kind} {key}={_value_id(value)}: refused after {sends} sends")
+            continue
+        if not _override_is_valid(key, value):
+            found.append(f"{kind} {key}={_value_id(value)}: accepted")
+        if sends > 1 and not (key == "idempotent" and value is True):
+            found.append(f"{kind} {key}={_value_id(value)}: a POST without an idempotency key sent {sends} times")
+    return found
+
+
+@pytest.mark.parametrize("key", OVERRIDE_KEYS)
+def test_hostile_overrides_are_refused_or_work(key: str) -> None:
+    """A hostile value for a per-request override is refused before sending, naming the key, or it works."""
+    assert [found for value in HOSTILE for found in _override_violations(key, value)] == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=st.sampled_from(OVERRIDE_KEYS), value=VALUES)
+def test_any_override_value_is_refused_or_works(key: str, value: Any) -> None:
+    """Whatever value an override gets, it is refused naming the key, or honoured without resending a POST."""
+    assert _override_violations(key, value) == []

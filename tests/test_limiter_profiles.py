@@ -78,6 +78,14 @@ def test_aws_preset_keeps_the_aws_profile_and_plain_adaptive_mode_gets_the_defau
     assert RetryPolicy.aws_adaptive(limiter=custom).limiter_config is custom
 
 
+def test_one_name_one_behaviour_for_adaptive_mode() -> None:
+    """RetryPolicy.adaptive() is RetryPolicy(mode="adaptive") (asyncretry's limiter); aws_adaptive() the SDKs'."""
+    assert RetryPolicy.adaptive() == RetryPolicy(mode="adaptive")
+    assert RetryPolicy.adaptive("2026") == RetryPolicy(mode="adaptive", profile="2026")
+    assert RetryPolicy.adaptive().limiter_config == AdaptiveLimiterConfig(profile="asyncretry")
+    assert RetryPolicy.aws_adaptive() == RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(profile="aws"))
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [

@@ -21,6 +21,7 @@ from asyncretry import (
     AdaptiveRateLimiter,
     AsyncTokenBucket,
     AttemptFinished,
+    BreakerState,
     BreakerStateChanged,
     CircuitBreaker,
     CircuitBreakerConfig,
@@ -200,7 +201,9 @@ def test_gave_up_is_logged_at_a_level_that_depends_on_why(why: str, attempts: in
 )
 def test_a_breaker_warns_when_it_opens_and_informs_when_it_recovers(old: str, new: str, level: int) -> None:
     """Opening (or isolating) a circuit is a WARNING; half-opening and closing again are INFO."""
-    event = BreakerStateChanged(time=0.0, source="s", old_state=old, new_state=new, reason="r")
+    event = BreakerStateChanged(
+        time=0.0, source="s", old_state=BreakerState(old), new_state=BreakerState(new), reason="r"
+    )
     assert event.log_level == level
 
 
@@ -232,7 +235,9 @@ def test_no_event_is_logged_above_its_class_level(
     """wants() compares the class level, so an event's own level may never exceed it (or it would be lost)."""
     events: list[Event] = [
         GaveUp(time=0.0, source="s", attempts=attempts, why=why, outcome="none", reason="r", elapsed=0.0),
-        BreakerStateChanged(time=0.0, source="s", old_state="closed", new_state=new_state, reason="r"),
+        BreakerStateChanged(
+            time=0.0, source="s", old_state=BreakerState.CLOSED, new_state=BreakerState(new_state), reason="r"
+        ),
         LimiterRateChanged(time=0.0, source="s", old_rate=rates[0], new_rate=rates[1], measured_rate=1.0,
                            throttled=throttled, enabled=True),
     ]

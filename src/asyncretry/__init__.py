@@ -12,6 +12,8 @@ import inspect
 import sys
 import typing
 
+from ._breaker_state import BreakerState as BreakerState
+
 # --- base: exceptions, events
 from ._events import GLOBAL_EVENTS as GLOBAL_EVENTS
 from ._events import AttemptFinished as AttemptFinished
@@ -83,7 +85,6 @@ from ._primitives._delivery import DeliveryPolicy as DeliveryPolicy
 
 # --- primitives: circuit breaker
 # isort: split
-from ._primitives._breaker import BreakerState as BreakerState
 from ._primitives._breaker import BreakerStatistics as BreakerStatistics
 from ._primitives._breaker import CircuitBreaker as CircuitBreaker
 from ._primitives._breaker import CircuitBreakerConfig as CircuitBreakerConfig
@@ -106,6 +107,8 @@ from ._engine._hedging import HedgingConfig as HedgingConfig
 from ._engine._history import AttemptRecord as AttemptRecord
 from ._engine._history import RetryHistory as RetryHistory
 from ._engine._history import history_of as history_of
+from ._engine._overrides import RequestOverrides as RequestOverrides
+from ._engine._overrides import parse_overrides as parse_overrides
 from ._engine._policy import GiveUpInfo as GiveUpInfo
 from ._engine._policy import RetryPolicy as RetryPolicy
 from ._engine._polling import PollStatus as PollStatus
@@ -185,6 +188,7 @@ __all__ = [
     "QuotaStatistics",
     "RandomSource",
     "RateLimitTimeout",
+    "RequestOverrides",
     "Retrier",
     "RetrierStatistics",
     "RetriesExhausted",
@@ -204,6 +208,7 @@ __all__ = [
     "botocore_classifier",
     "error_code_of",
     "history_of",
+    "parse_overrides",
     "poll",
     "retry",
     "settings_from_env",

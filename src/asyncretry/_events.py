@@ -25,7 +25,10 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, ClassVar
+
+from ._breaker_state import BreakerState
 
 __all__ = [
     "GLOBAL_EVENTS",
@@ -76,11 +79,21 @@ class Event:
     def message(self) -> str:
         """A one-line human description, used for the log record."""
         fields = ", ".join(
-            f"{f.name}={getattr(self, f.name)!r}"
+            f"{f.name}={_shown(getattr(self, f.name))}"
             for f in dataclasses.fields(self)
             if f.name not in ("time", "source") and not _unset(self, f)
         )
         return f"{type(self).__name__} [{self.source}] {fields}"
+
+
+def _shown(value: object) -> str:
+    """A field's value for a log line: floats to 4 significant digits (``delay=0.01218``), enums by value
+    (the record's ``extra`` data keeps every value as it is)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Enum):
+        return repr(value.value)
+    return repr(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,18 +309,26 @@ class BreakerStateChanged(Event):
     WARNING when the circuit opens (or is isolated by hand), INFO when it half-opens or closes again.
 
     Attributes:
-        old_state: the :class:`~asyncretry.BreakerState` value before.
+        old_state: the :class:`~asyncretry.BreakerState` before (a ``str`` enum: it also equals ``"open"`` ...).
         new_state: the state now.
         reason: what made it move (``"3 consecutive failures"``, ``"2 probes succeeded"`` ...).
         break_duration: how long it stays open, seconds; ``None`` unless it opened.
+
+    Raises:
+        ValueError: a state that is not a :class:`~asyncretry.BreakerState` value.
     """
 
     level: ClassVar[int] = logging.WARNING
 
-    old_state: str
-    new_state: str
+    old_state: BreakerState
+    new_state: BreakerState
     reason: str
     break_duration: float | None = None
+
+    def __post_init__(self) -> None:
+        # Breakers kept on a server report their states as strings: every event carries the enum.
+        object.__setattr__(self, "old_state", BreakerState(self.old_state))
+        object.__setattr__(self, "new_state", BreakerState(self.new_state))
 
     @property
     def log_level(self) -> int:

@@ -12,7 +12,9 @@
           return ("asyncio", {"loop_factory": asyncretry.testing.virtual_time_loop})
 
 * :func:`fixed_random` and :class:`SequenceRandom` -- deterministic random sources for ``rng=``.
-* :func:`test_mode` -- a context manager under which retries do not wait and make fewer attempts.
+* :func:`test_mode` -- a context manager under which retries do not wait and make fewer attempts (in
+  this task, the tasks it starts and every other thread); :func:`set_testing` switches the same on or
+  off for the whole process (stamina's switch), :func:`is_testing` tells whether it applies.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 import anyio.lowlevel
 
 from ._engine._testmode import TestMode as TestMode
+from ._engine._testmode import is_testing as is_testing
+from ._engine._testmode import set_testing as set_testing
 from ._engine._testmode import test_mode as test_mode
 from ._primitives._clock import RandomSource
 from ._validate import check_items, check_number
@@ -36,6 +40,8 @@ __all__ = [
     "VirtualClock",
     "VirtualTimeEventLoop",
     "fixed_random",
+    "is_testing",
+    "set_testing",
     "test_mode",
     "virtual_time_loop",
 ]

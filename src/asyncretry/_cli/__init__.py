@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="requests per second each client wants")
     demo.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_DEFAULT_CONFIGURATIONS,
                       help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
-    demo.add_argument("--profile", type=choice_list(_limiter_profiles()), default=(_default_profile(),),
+    demo.add_argument("--profile", type=choice_list(_limiter_profiles()), default=_limiter_profiles(),
                       help="the adaptive limiter's profile(s), comma-separated, from: "
                       + ", ".join(_limiter_profiles()))
     demo.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")

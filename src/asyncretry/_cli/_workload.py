@@ -72,10 +72,25 @@ class Configuration:
     description: str
 
 
+def _adaptive(profile: str, breaker: CircuitBreakerConfig | None) -> Configuration:
+    """Adaptive mode with the limiter ``profile``, named after the preset that gives it."""
+    and_breaker = "; and a breaker" if breaker is not None else ""
+    if profile == "aws":
+        return Configuration(
+            "aws adaptive", RetryPolicy.aws_adaptive(breaker=breaker),
+            "RetryPolicy.aws_adaptive(): the AWS SDKs' adaptive mode, their own CUBIC limiter exactly" + and_breaker,
+        )
+    return Configuration(
+        "adaptive", RetryPolicy.adaptive(breaker=breaker, limiter=AdaptiveLimiterConfig(profile=profile)),
+        f"RetryPolicy.adaptive(): standard plus asyncretry's client-side rate limiter (profile {profile!r})"
+        + and_breaker,
+    )
+
+
 def configurations(
-    names: Sequence[str], *, profiles: Sequence[str] = ("aws",), breaker: bool = True
+    names: Sequence[str], *, profiles: Sequence[str] = ("asyncretry",), breaker: bool = True
 ) -> list[Configuration]:
-    """The named configurations, in order; ``adaptive`` gives one per limiter profile.
+    """The named configurations, in order; ``adaptive`` gives one per limiter profile (``aws``: the SDKs').
 
     ``breaker=False`` leaves :data:`DEMO_BREAKER` out of the standard, adaptive and budget configurations, so
     that what the quota, the limiter or the budget does in an outage shows instead of the breaker's refusals.
@@ -100,13 +115,7 @@ def configurations(
                 "AWS standard mode: 3 attempts, jittered backoff, Retry-After, retry quota" + and_breaker,
             ))
         elif name == "adaptive":
-            for profile in profiles:
-                label = "adaptive" if len(profiles) == 1 else f"adaptive ({profile})"
-                result.append(Configuration(
-                    label,
-                    RetryPolicy.aws_adaptive(breaker=guard, limiter=AdaptiveLimiterConfig(profile=profile)),
-                    f"standard plus the CUBIC client-side rate limiter (profile {profile!r})" + and_breaker,
-                ))
+            result.extend(_adaptive(profile, guard) for profile in profiles)
         elif name == "budget":
             result.append(Configuration(
                 "budget", RetryPolicy.aws_standard(quota=False, budget=RetryBudgetConfig(), breaker=guard),

@@ -42,7 +42,9 @@ __all__ = [
     "AWS_TRANSIENT_CODES",
     "QLDB_RETRYABLE_CODES",
     "Classifier",
+    "On",
     "Outcome",
+    "classifier_on",
     "error_code_of",
 ]
 
@@ -284,3 +286,32 @@ def _response_outcome(kind: OutcomeKind, reason: str, error: Exception) -> Outco
 
 
 DEFAULT_CLASSIFIER = Classifier()
+
+
+On = type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool]
+"""What ``on=`` takes: an exception class, a tuple of them, or a predicate over exceptions."""
+
+
+def classifier_on(on: On) -> Classifier:
+    """A classifier that retries exactly the exceptions ``on`` names (stamina's ``on=``), as transient failures.
+
+    Raises:
+        TypeError: ``on`` is neither an exception class, a tuple of them, nor a callable.
+    """
+    if isinstance(on, tuple) or (isinstance(on, type) and issubclass(on, BaseException)):
+        types = on if isinstance(on, tuple) else (on,)
+        if not types or not all(isinstance(t, type) and issubclass(t, Exception) for t in types):
+            raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
+
+        def by_type(error: Exception) -> OutcomeKind | bool:
+            return isinstance(error, types)
+
+        return Classifier(retry_if=by_type)
+    if isinstance(on, type) or not callable(on):
+        raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
+    predicate = on
+
+    def by_predicate(error: Exception) -> OutcomeKind | bool:
+        return bool(predicate(error))
+
+    return Classifier(retry_if=by_predicate)

@@ -2,7 +2,9 @@
 
 ``@retry`` on an ``async def`` gives a coroutine function driven by :meth:`Retrier.call`; on a plain
 ``def`` it gives a plain function driven by :meth:`Retrier.call_sync` (sleeping with :func:`time.sleep`).
-Both share one :class:`Retrier` per decorated function: one quota, limiter, budget and breaker.
+On a generator function (``async def`` with ``yield``, or ``def`` with ``yield``) it gives a generator
+function whose start is retried (:mod:`._generators`). All share one :class:`Retrier` per decorated
+function: one quota, limiter, budget and breaker.
 """
 
 from __future__ import annotations
@@ -12,45 +14,16 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar, overload
 
-from .._primitives._kinds import OutcomeKind
 from .._validate import check_str
-from ._classify import Classifier
+from ._classify import On
+from ._generators import retried_async_generator, retried_generator
 from ._policy import RetryPolicy
 from ._retrier import _SYNC_HEDGING, DEFAULT_SCOPE, Retrier
 
-__all__ = ["On", "classifier_on", "retry"]
+__all__ = ["retry"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-On = type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool]
-"""What ``on=`` takes: an exception class, a tuple of them, or a predicate over exceptions."""
-
-
-def classifier_on(on: On) -> Classifier:
-    """A classifier that retries exactly the exceptions ``on`` names (stamina's ``on=``), as transient failures.
-
-    Raises:
-        TypeError: ``on`` is neither an exception class, a tuple of them, nor a callable.
-    """
-    if isinstance(on, tuple) or (isinstance(on, type) and issubclass(on, BaseException)):
-        types = on if isinstance(on, tuple) else (on,)
-        if not types or not all(isinstance(t, type) and issubclass(t, Exception) for t in types):
-            raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
-
-        def by_type(error: Exception) -> OutcomeKind | bool:
-            return isinstance(error, types)
-
-        return Classifier(retry_if=by_type)
-    if isinstance(on, type) or not callable(on):
-        raise TypeError(f"on must be an exception class, a tuple of them or a predicate, got {on!r}")
-    predicate = on
-
-    def by_predicate(error: Exception) -> OutcomeKind | bool:
-        return bool(predicate(error))
-
-    return Classifier(retry_if=by_predicate)
-
 
 @overload
 def retry(fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Coroutine[Any, Any, T]]: ...
@@ -79,6 +52,8 @@ def retry(
 
     All calls of the decorated function share one :class:`Retrier` (one quota, limiter, budget and
     breaker); each call has its own attempts. ``@retry`` alone uses the default policy (AWS standard mode).
+    On a generator function (async or not), the start is retried: a failure before the first item
+    restarts it, a failure after an item was yielded is raised as it is.
 
     Args:
         policy: the policy; default ``RetryPolicy(**policy_fields)``.
@@ -92,6 +67,7 @@ def retry(
     Raises:
         TypeError: a field given twice (in ``policy`` and as an argument, or ``on`` and ``classifier``),
             a retrier beside a policy, or something that cannot be decorated.
+        ValueError: a generator function under a policy with hedging or a ``retry_if_result`` classifier.
 
     Example::
 
@@ -114,14 +90,12 @@ def _shared(policy: Any, retrier: Retrier | None, on: On | None, fields: dict[st
         if not isinstance(retrier, Retrier):
             raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
         return retrier
-    if on is not None:
-        if "classifier" in fields:
-            raise TypeError("on= and classifier= both say what to retry: give one of them")
-        fields["classifier"] = classifier_on(on)
     if policy is None:
-        return Retrier(RetryPolicy(**fields))
+        return Retrier(RetryPolicy(**fields, on=on))
     if not isinstance(policy, RetryPolicy):
         raise TypeError(f"policy must be a RetryPolicy, got {policy!r}")
+    if on is not None and not fields:
+        return Retrier(policy, on=on)  # what to retry, for a policy that does not say
     if fields:
         names = ", ".join(sorted(fields))
         raise TypeError(
@@ -146,14 +120,23 @@ class _Decorator:
         if not callable(fn):
             raise TypeError(f"@retry needs an async or plain function, got {fn!r}")
         shared, scope = self.retrier, self.scope
+        name = _qualified_name(fn)
         if shared.name == "retrier":
-            shared.name = getattr(fn, "__qualname__", "retrier")
-        if _is_async(fn):
+            shared.name = name
+
+        def label() -> str:  # the function's name, in every event and log line of its calls
+            return name
+
+        if _is_kind(fn, inspect.isasyncgenfunction):
+            return retried_async_generator(shared, scope, fn, label)
+        if _is_kind(fn, inspect.isgeneratorfunction):
+            return retried_generator(shared, scope, fn, label)
+        if _is_kind(fn, inspect.iscoroutinefunction):
             coroutine_fn: Callable[..., Awaitable[Any]] = fn
 
             @functools.wraps(fn)
             async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                return await shared._call(scope, coroutine_fn, args, kwargs)
+                return await shared._call(scope, coroutine_fn, args, kwargs, label)
 
             wrapper.retrier = shared  # type: ignore[attr-defined]
             return wrapper
@@ -163,14 +146,23 @@ class _Decorator:
 
         @functools.wraps(fn)
         def sync_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return shared._call_sync(scope, fn, args, kwargs)
+            return shared._call_sync(scope, fn, args, kwargs, label)
 
         sync_wrapper.retrier = shared  # type: ignore[attr-defined]
         return sync_wrapper
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    """An ``async def`` (also behind functools.partial, or as an object's ``async def __call__``)."""
+def _qualified_name(fn: Callable[..., Any]) -> str:
+    """``fn``'s qualified name (``Client.fetch``), also behind functools.partial or for a callable object."""
     while isinstance(fn, functools.partial):
         fn = fn.func
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__qualname__
+
+
+def _is_kind(fn: Callable[..., Any], test: Callable[[Any], bool]) -> bool:
+    """Whether ``fn`` passes ``test`` (``inspect.iscoroutinefunction`` ...), also behind functools.partial
+    or as an object's ``__call__``."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return test(fn) or (not inspect.isroutine(fn) and test(type(fn).__call__))

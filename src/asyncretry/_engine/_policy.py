@@ -6,9 +6,11 @@ breaker, a fixed rate limit) lives in a :class:`~asyncretry.Retrier`, one set pe
 
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,7 +30,7 @@ from .._validate import (
     check_number,
     check_seconds,
 )
-from ._classify import DEFAULT_CLASSIFIER, Classifier
+from ._classify import DEFAULT_CLASSIFIER, Classifier, On, classifier_on
 from ._hedging import HedgingConfig
 
 if TYPE_CHECKING:
@@ -112,6 +114,12 @@ class RetryPolicy:
         on_give_up: called (and awaited, if it returns an awaitable) with a :class:`GiveUpInfo` whenever a
             call gives up: SNS's dead-letter queue, so nothing is dropped silently.
         listeners: event listeners registered on every retrier using this policy.
+        on: retry exactly these errors (stamina's ``on=``): an exception class, a tuple of them, or a
+            predicate over exceptions; a shorthand for ``classifier=``, which it excludes. Not stored: the
+            policy keeps the classifier it makes.
+
+    An unknown argument is a ``TypeError`` that names the field meant, when it can tell (``attempts``,
+    stamina's and backoff's names: ``max_attempts``; ``timeout``: ``deadline`` ...).
     """
 
     mode: Mode = "standard"
@@ -135,6 +143,7 @@ class RetryPolicy:
     hedging: HedgingConfig | None = None
     on_give_up: GiveUpHook | None = None
     listeners: tuple[Listener, ...] = ()
+    on: InitVar[On | None] = None
     # Derived in __post_init__ so that the hot path reads plain attributes.
     quota_config: RetryQuotaConfig | None = field(init=False, default=None)
     limiter_config: AdaptiveLimiterConfig | None = field(init=False, default=None)
@@ -145,8 +154,12 @@ class RetryPolicy:
     # brings its own defaults instead of keeping those derived from the old one.
     _defaulted: frozenset[str] = field(init=False, default=frozenset(), repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, on: On | None) -> None:
         s = object.__setattr__
+        if on is not None:
+            if self.classifier is not DEFAULT_CLASSIFIER:
+                raise TypeError("on= and classifier= both say what to retry: give one of them")
+            s(self, "classifier", classifier_on(on))
         s(self, "_defaulted", frozenset(
             name for name in _DEFAULTED if getattr(self, name) is None
         ))
@@ -237,6 +250,8 @@ class RetryPolicy:
             raise TypeError(f"{', '.join(sorted(bad))} cannot be set: derived from the other fields")
         for name in self._defaulted - changes.keys():
             changes[name] = None
+        if changes.get("on") is not None and "classifier" not in changes:
+            changes["classifier"] = DEFAULT_CLASSIFIER  # on= says anew what to retry
         return replace(self, **changes)
 
     # ----------------------------------------------------------------------------------- presets
@@ -246,11 +261,22 @@ class RetryPolicy:
         return cls(mode="standard", profile=profile, **changes)
 
     @classmethod
-    def aws_adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
-        """AWS SDK adaptive mode: standard mode plus the AWS SDKs' CUBIC client-side rate limiter.
+    def adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
+        """Adaptive mode as asyncretry recommends it: standard mode plus asyncretry's client-side rate limiter.
 
-        The limiter defaults to ``AdaptiveLimiterConfig(profile="aws")``, the SDKs' exact behaviour;
-        ``RetryPolicy(mode="adaptive")`` uses asyncretry's default profile instead.
+        The same policy as ``RetryPolicy(mode="adaptive")``: the limiter is ``AdaptiveLimiterConfig()``
+        (the ``"asyncretry"`` profile), which keeps more of a throttling server's capacity than the AWS
+        SDKs' own limiter. For the SDKs' exact behaviour, use :meth:`aws_adaptive`.
+        """
+        return cls(mode="adaptive", profile=profile, **changes)
+
+    @classmethod
+    def aws_adaptive(cls, profile: Profile = "2020", **changes: Any) -> RetryPolicy:
+        """The AWS SDKs' adaptive mode, exactly: standard mode plus the SDKs' own CUBIC rate limiter.
+
+        The limiter is ``AdaptiveLimiterConfig(profile="aws")``, which reproduces botocore and the other
+        SDKs to their shared test tables; choose it to behave as they do. asyncretry's recommended
+        limiter is :meth:`adaptive` (``RetryPolicy(mode="adaptive")``).
         """
         changes.setdefault("limiter", AdaptiveLimiterConfig(profile="aws"))
         return cls(mode="adaptive", profile=profile, **changes)
@@ -328,3 +354,57 @@ class RetryPolicy:
         )
         preset = {"standard": cls.aws_standard, "adaptive": cls.aws_adaptive, "legacy": cls.aws_legacy}
         return preset[settings.mode](max_attempts=settings.max_attempts, **changes)
+
+
+# The names other retry libraries give to what RetryPolicy calls otherwise (tenacity, stamina, backoff).
+_OTHER_NAMES = {
+    "attempts": "max_attempts=",
+    "max_tries": "max_attempts=",
+    "tries": "max_attempts=",
+    "stop": "max_attempts= (stop_after_attempt) or deadline= (stop_after_delay)",
+    "stop_after_attempt": "max_attempts=",
+    "timeout": "deadline= (the whole call, with its retries) or attempt_timeout= (each attempt)",
+    "max_time": "deadline=",
+    "wait": "backoff=ExponentialBackoff(...), FixedBackoff(...) ...",
+    "wait_gen": "backoff=ExponentialBackoff(...), FixedBackoff(...) ...",
+    "wait_initial": "backoff=ExponentialBackoff(initial=...)",
+    "wait_max": "backoff=ExponentialBackoff(max_delay=...)",
+    "wait_exp_base": "backoff=ExponentialBackoff(multiplier=...)",
+    "wait_jitter": "backoff=ExponentialBackoff(jitter=..., jitter_amount=...)",
+    "retry": "on= (exception classes or a predicate) or classifier=",
+    "exception": "on=",
+    "exceptions": "on=",
+    "retry_on": "on=",
+    "giveup": "on= (a predicate saying what to retry)",
+    "reraise": "nothing: the last error is always raised, with its history (asyncretry.history_of)",
+    "on_giveup": "on_give_up=",
+    "before_sleep": "listeners= (RetryScheduled events)",
+    "on_backoff": "listeners= (RetryScheduled events)",
+}
+
+
+def _unknown_argument(names: set[str]) -> TypeError:
+    """The error for arguments RetryPolicy does not take, naming the field meant where it can."""
+    known = sorted(_ARGUMENTS)
+    hints = []
+    for name in sorted(names):
+        meant = _OTHER_NAMES.get(name)
+        if meant is None:
+            close = difflib.get_close_matches(name, known, n=1)
+            meant = f"{close[0]}=" if close else None
+        hints.append(f"{name!r} (did you mean {meant}?)" if meant else repr(name))
+    return TypeError(f"RetryPolicy has no argument {', '.join(hints)}; its arguments: {', '.join(known)}")
+
+
+_GENERATED_INIT = RetryPolicy.__init__
+_ARGUMENTS = frozenset(inspect.signature(_GENERATED_INIT).parameters) - {"self"}
+
+
+@functools.wraps(_GENERATED_INIT)
+def _init(self: RetryPolicy, *args: Any, **kwargs: Any) -> None:
+    if not _ARGUMENTS.issuperset(kwargs):
+        raise _unknown_argument(set(kwargs) - _ARGUMENTS)
+    _GENERATED_INIT(self, *args, **kwargs)
+
+
+setattr(RetryPolicy, "__init__", _init)  # noqa: B010  (the dataclass's own __init__, with a hint for other names)

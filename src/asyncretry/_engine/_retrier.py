@@ -27,6 +27,7 @@ from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, Rem
 from .._validate import check_clock, check_int, check_seconds
 from ._attempt import NOT_SET, Attempt
 from ._call import Judge, Label
+from ._classify import DEFAULT_CLASSIFIER, On
 from ._drivers import Attempts, SyncAttempts, _begin_now
 from ._first import FirstAttempt
 from ._policy import RetryPolicy
@@ -111,6 +112,8 @@ class Retrier:
         max_scopes: the most scopes kept at once (>= 1, default 10,000); the least recently used scope
             that no task waits on is evicted first. A new key costs the same at any table size.
         scope_idle_timeout: seconds after which an unused scope may be evicted (default 600).
+        on: retry exactly these errors (an exception class, a tuple of them, or a predicate), as
+            ``RetryPolicy(on=...)`` does; not beside a policy with a classifier of its own.
     """
 
     __slots__ = (
@@ -133,10 +136,15 @@ class Retrier:
         budget: AnyBudget | Callable[[str], AnyBudget] | None = None,
         max_scopes: int = 10_000,
         scope_idle_timeout: float = 600.0,
+        on: On | None = None,
     ) -> None:
         self.policy = policy if policy is not None else RetryPolicy()
         if not isinstance(self.policy, RetryPolicy):
             raise TypeError(f"policy must be a RetryPolicy, got {policy!r}")
+        if on is not None:
+            if self.policy.classifier is not DEFAULT_CLASSIFIER:
+                raise TypeError("on= and the policy's classifier both say what to retry: give one of them")
+            self.policy = self.policy.replace(on=on)
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {name!r}")
         self.name = name
@@ -282,9 +290,10 @@ class Retrier:
         return await self._call(scope, fn, args, kwargs)
 
     async def _call(
-        self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, scope: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any],
+        label: Label | None = None,
     ) -> T:
-        attempts = self.attempts(scope=scope)
+        attempts = self.attempts(scope=scope, label=label)
         if self.policy.hedging is not None:
 
             async def send(attempt: Attempt) -> T:
@@ -317,10 +326,13 @@ class Retrier:
         """Like :meth:`call_sync`, in the given scope."""
         return self._call_sync(scope, fn, args, kwargs)
 
-    def _call_sync(self, scope: str, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    def _call_sync(
+        self, scope: str, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
+        label: Label | None = None,
+    ) -> T:
         if self.policy.hedging is not None:
             raise ValueError(_SYNC_HEDGING)
-        attempts = self.sync_attempts(scope=scope)
+        attempts = self.sync_attempts(scope=scope, label=label)
         result: T = NOT_SET
         for attempt in attempts:
             with attempt:

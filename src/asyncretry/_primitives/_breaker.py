@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 from typing import ClassVar
 
+from .._breaker_state import BreakerState
 from .._events import GLOBAL_EVENTS, BreakerStateChanged, EventBus
 from .._exceptions import CircuitOpenError
 from .._validate import as_seconds, check_clock, check_instance, check_int, check_number, check_seconds, check_str
@@ -43,20 +43,6 @@ __all__ = ["BreakerState", "BreakerStatistics", "CircuitBreaker", "CircuitBreake
 
 _WINDOW_BUCKETS = 10
 """The sampling window is a ring of this many time buckets: memory stays bounded, samples expire in steps."""
-
-
-class BreakerState(StrEnum):
-    """The state of a :class:`CircuitBreaker`."""
-
-    CLOSED = "closed"
-    """Calls flow; outcomes are sampled to decide whether to trip."""
-    OPEN = "open"
-    """Calls are rejected until the break duration has elapsed."""
-    HALF_OPEN = "half_open"
-    """A limited number of probe calls are admitted to test the backend; the rest are rejected."""
-    ISOLATED = "isolated"
-    """Forced open by hand (:meth:`CircuitBreaker.isolate`) until :meth:`CircuitBreaker.reset`."""
-
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -533,7 +519,7 @@ class CircuitBreaker:
     def _emit(self, now: float, old: BreakerState, reason: str, break_duration: float | None) -> None:
         if self._events.wants(BreakerStateChanged):
             self._events.emit(BreakerStateChanged(
-                time=now, source=self.name, old_state=old.value, new_state=self._state.value,
+                time=now, source=self.name, old_state=old, new_state=self._state,
                 reason=reason, break_duration=break_duration,
             ))
 

@@ -48,9 +48,10 @@ from .. import (
 )
 from .._validate import check_bool, check_seconds
 from ._body import decode_bounded
-from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
+from ._classify import HttpClassifier, PrefixedStream, error_code_of_response, headers_read
 from ._detached import send_detached
 from ._errors import as_httpx_error
+from ._plan import Plan, plan_request
 from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
 from ._retry_after import server_delay
 from ._streams import Remaining, Stalled, discard
@@ -60,86 +61,14 @@ __all__ = [
 ]
 
 _SUCCESS = OutcomeKind.SUCCESS
-_OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body", "hedge"})
 
 ScopeKey = Callable[[httpx.Request], str]
 
 
-_REPLAYABLE = Replay(True)
 _SYNC_HEDGING = (
     "hedging sends attempts concurrently, which the synchronous RetryTransport cannot do: use AsyncRetryTransport, "
     "or a policy without hedging"
 )
-
-
-class _Plan:
-    """What the transport settled for one request before sending it, and its one judge.
-
-    Made for every request, so the fields start as class attributes, and whether the request is
-    idempotent is only worked out when an outcome is retryable.
-    """
-
-    request: httpx.Request
-    scope: str
-    classifier: HttpClassifier
-    replay: Replay
-    read_body: bool
-    policy: RetryPolicy | None = None
-    idempotent_opt: bool | None = None
-    hedging: HedgingConfig | None = None
-
-    def judge(self, outcome: Outcome) -> Outcome:
-        """Whether this request may be sent again after a failed attempt (the engine asks on every path)."""
-        if not outcome.kind.retryable:
-            return outcome
-        return self.classifier.may_resend(
-            outcome,
-            idempotent=self.classifier.is_idempotent(self.request, self.idempotent_opt),
-            replayable=self.replay.ok,
-        )
-
-    def label(self) -> str:
-        return describe(self.request)
-
-    def hedge(self, policy: RetryPolicy, asked: object) -> HedgingConfig | None:
-        """The hedging of this request: ``asked`` (the ``"hedge"`` override: a config, True, False or None
-        when not given), else the policy's; only for an idempotent request with a body of bytes.
-
-        Raises:
-            ValueError: hedging was asked for a request that cannot be hedged, or ``True`` without a config.
-            TypeError: the override is not a bool or a :class:`HedgingConfig`.
-        """
-        if asked is False:
-            return None
-        if asked is None or asked is True:
-            config = policy.hedging
-            if config is None:
-                if asked is True:
-                    raise ValueError(
-                        f"request.extensions[{EXTENSION!r}]['hedge'] is True but the policy has no hedging; "
-                        "give a HedgingConfig instead, or a policy with hedging=HedgingConfig(...)"
-                    )
-                return None
-        elif isinstance(asked, HedgingConfig):
-            config = asked
-        else:
-            raise TypeError(f"the 'hedge' override must be True, False or a HedgingConfig, got {asked!r}")
-        # Two attempts at once: the request must be safe to run twice, its body sendable twice at once.
-        why = None
-        if type(self.request.stream) is not httpx.ByteStream:
-            why = "its body is a stream or a file, which cannot be sent twice at once"
-        elif not self.classifier.is_idempotent(self.request, self.idempotent_opt):
-            why = "it is not idempotent (add an Idempotency-Key header, or {'idempotent': True})"
-        if why is None:
-            return config
-        if asked is None:
-            return None  # the policy hedges what it may; this request, like a retry of it, is not sent twice
-        raise ValueError(f"{describe(self.request)} cannot be hedged: {why}")
-
-    def rewind(self) -> None:
-        """Put a file body back where the first attempt started sending it."""
-        if self.replay.rewind is not None:
-            self.replay.rewind()
 
 
 class _Base:
@@ -193,42 +122,18 @@ class _Base:
         """The retrier's statistics: counters and a snapshot of every scope."""
         return self.retrier.statistics()
 
-    def _plan(self, request: httpx.Request, scope: str | None = None) -> _Plan:
+    def _plan(self, request: httpx.Request, scope: str | None = None) -> Plan:
         """What the transport settles for ``request`` before sending it (``scope``: its scope, when known)."""
-        plan = _Plan()
-        plan.request = request
-        plan.classifier = self.classifier
-        plan.read_body = self.read_body
-        # A body of bytes (every request without a body too) is sent again as it is; anything else is
-        # looked at now, before the first send moves a file's position.
-        plan.replay = _REPLAYABLE if type(request.stream) is httpx.ByteStream else body_replay(request)
-        overrides = request.extensions.get(EXTENSION)
-        if overrides is not None:
-            if not isinstance(overrides, Mapping):
-                raise TypeError(f"request.extensions[{EXTENSION!r}] must be a mapping, got {overrides!r}")
-            unknown = set(overrides) - _OVERRIDE_KEYS
-            if unknown:
-                raise ValueError(
-                    f"request.extensions[{EXTENSION!r}] has unknown keys {sorted(unknown)}; "
-                    f"allowed: {sorted(_OVERRIDE_KEYS)}"
-                )
-            if "policy" in overrides:
-                policy = overrides["policy"]
-                if not isinstance(policy, RetryPolicy):
-                    raise TypeError(f"the 'policy' override must be a RetryPolicy, got {policy!r}")
-                plan.policy = policy
-            if overrides.get("retry", True) is False:
-                if self._single is None:
-                    self._single = self.policy.replace(max_attempts=1)
-                plan.policy = self._single
-            scope = overrides.get("scope", scope)
-            plan.idempotent_opt = overrides.get("idempotent")
-            plan.read_body = bool(overrides.get("read_body", plan.read_body))
-            plan.hedging = plan.hedge(plan.policy or self.policy, overrides.get("hedge"))
-        elif self.policy.hedging is not None:
-            plan.hedging = plan.hedge(self.policy, None)
-        plan.scope = scope if scope is not None else self._scope_key(request)
-        return plan
+        return plan_request(
+            request, classifier=self.classifier, read_body=self.read_body, policy=self.policy, once=self._once,
+            scope=scope, scope_key=self._scope_key,
+        )
+
+    def _once(self) -> RetryPolicy:
+        """The transport's policy with one attempt (made once, for ``{"retry": False}``)."""
+        if self._single is None:
+            self._single = self.policy.replace(max_attempts=1)
+        return self._single
 
     def _outcome(self, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]) -> Outcome:
         """What a response says of its attempt: its kind from status and error code, the delay the server asks."""
@@ -319,8 +224,10 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     Per-request overrides go in ``request.extensions["asyncretry"]``: ``{"retry": False}``,
     ``{"policy": RetryPolicy(...)}``, ``{"scope": "orders-table"}``, ``{"idempotent": True}``,
     ``{"read_body": True}``, ``{"hedge": True}`` (the policy's hedging), ``{"hedge": HedgingConfig(...)}`` or
-    ``{"hedge": False}``. A policy with ``hedging`` hedges every idempotent request with a body of bytes (see
-    :class:`~asyncretry.HedgingConfig`). Every response carries a :class:`RetryInfo` (:func:`retry_info`).
+    ``{"hedge": False}``; each value is checked before anything is sent (a ``TypeError`` naming the key for
+    a value of another type, see :func:`asyncretry.parse_overrides`). A policy with ``hedging`` hedges every
+    idempotent request with a body of bytes (see :class:`~asyncretry.HedgingConfig`). Every response carries
+    a :class:`RetryInfo` (:func:`retry_info`).
 
     Everything the transport raises itself is an ``httpx.HTTPError`` (and still the asyncretry error:
     see :mod:`asyncretry.httpx`).
@@ -399,7 +306,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         return response
 
     async def _hedged(
-        self, request: httpx.Request, plan: _Plan, attempts: Attempts, config: HedgingConfig
+        self, request: httpx.Request, plan: Plan, attempts: Attempts, config: HedgingConfig
     ) -> httpx.Response:
         """The request with hedges: the same sends, raced; every losing or failed response is closed."""
         # Hedging cancels sends routinely: through httpcore's pool, each send runs detached, never cancelled while
@@ -415,7 +322,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         return response
 
     async def _send(
-        self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts,
+        self, attempt: Attempt, request: httpx.Request, plan: Plan, attempts: Attempts,
         sent: httpx.Response | Exception | None = None, *, detached: bool = False,
     ) -> httpx.Response:
         """One attempt: send (unless ``sent`` is what the attempt already gave; in a task of its own if
@@ -574,7 +481,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
         response.extensions[EXTENSION] = RetryInfo(attempts)
         return response
 
-    def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan) -> httpx.Response:
+    def _send(self, attempt: Attempt, request: httpx.Request, plan: Plan) -> httpx.Response:
         response = None
         try:
             response = self._transport.handle_request(request)

@@ -299,6 +299,6 @@ class RedisCircuitBreaker(_Linked):
             for change in reply[12:]:
                 old, new, reason, duration = text(change).split("|")
                 self._events.emit(BreakerStateChanged(
-                    time=now, source=self.name, old_state=old, new_state=new, reason=reason,
+                    time=now, source=self.name, old_state=BreakerState(old), new_state=BreakerState(new), reason=reason,
                     break_duration=float(duration) if duration else None,
                 ))

@@ -1,0 +1,139 @@
+"""What the transports settle for one request before sending it: its overrides, scope, hedging, and judge.
+
+Both transports (async and sync) make every request's :class:`Plan` with :func:`plan_request`; the
+overrides it carries are checked by :func:`asyncretry.parse_overrides` before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+
+from .. import HedgingConfig, Outcome, RetryPolicy, parse_overrides
+from ._classify import HttpClassifier, Replay, body_replay
+from ._report import EXTENSION, describe
+
+__all__ = ["WHERE", "Plan", "plan_request"]
+
+WHERE = f"request.extensions[{EXTENSION!r}]"
+"""How users write a request's overrides, for messages."""
+
+_REPLAYABLE = Replay(True)
+
+
+class Plan:
+    """What the transport settled for one request before sending it, and its one judge.
+
+    Made for every request, so the fields start as class attributes, and whether the request is
+    idempotent is only worked out when an outcome is retryable.
+    """
+
+    request: httpx.Request
+    scope: str
+    classifier: HttpClassifier
+    replay: Replay
+    read_body: bool
+    policy: RetryPolicy | None = None
+    idempotent_opt: bool | None = None
+    hedging: HedgingConfig | None = None
+
+    def judge(self, outcome: Outcome) -> Outcome:
+        """Whether this request may be sent again after a failed attempt (the engine asks on every path)."""
+        if not outcome.kind.retryable:
+            return outcome
+        return self.classifier.may_resend(
+            outcome,
+            idempotent=self.classifier.is_idempotent(self.request, self.idempotent_opt),
+            replayable=self.replay.ok,
+        )
+
+    def label(self) -> str:
+        return describe(self.request)
+
+    def hedge(self, policy: RetryPolicy, asked: bool | HedgingConfig | None) -> HedgingConfig | None:
+        """The hedging of this request: ``asked`` (the ``"hedge"`` override: a config, True, False or None
+        when not given), else the policy's; only for an idempotent request with a body of bytes.
+
+        Raises:
+            ValueError: hedging was asked for a request that cannot be hedged, or ``True`` without a config.
+        """
+        if asked is False:
+            return None
+        if asked is None or asked is True:
+            config = policy.hedging
+            if config is None:
+                if asked is True:
+                    raise ValueError(
+                        f"{WHERE}['hedge'] is True but the policy has no hedging; "
+                        "give a HedgingConfig instead, or a policy with hedging=HedgingConfig(...)"
+                    )
+                return None
+        else:
+            config = asked
+        # Two attempts at once: the request must be safe to run twice, its body sendable twice at once.
+        why = None
+        if type(self.request.stream) is not httpx.ByteStream:
+            why = "its body is a stream or a file, which cannot be sent twice at once"
+        elif not self.classifier.is_idempotent(self.request, self.idempotent_opt):
+            why = "it is not idempotent (add an Idempotency-Key header, or {'idempotent': True})"
+        if why is None:
+            return config
+        if asked is None:
+            return None  # the policy hedges what it may; this request, like a retry of it, is not sent twice
+        raise ValueError(f"{WHERE}['hedge'] is {asked!r}, but {describe(self.request)} cannot be hedged: {why}")
+
+    def rewind(self) -> None:
+        """Put a file body back where the first attempt started sending it."""
+        if self.replay.rewind is not None:
+            self.replay.rewind()
+
+
+def plan_request(
+    request: httpx.Request,
+    *,
+    classifier: HttpClassifier,
+    read_body: bool,
+    policy: RetryPolicy,
+    once: Callable[[], RetryPolicy],
+    scope: str | None,
+    scope_key: Callable[[httpx.Request], str],
+) -> Plan:
+    """The plan of ``request`` under a transport's settings.
+
+    Args:
+        request: the request about to be sent.
+        classifier: the transport's classifier.
+        read_body: the transport's ``read_body``.
+        policy: the transport's policy.
+        once: the transport's policy with one attempt (for ``{"retry": False}``).
+        scope: the request's scope when already known, else ``None`` (``scope_key`` makes it).
+        scope_key: the transport's request-to-scope function.
+
+    Raises:
+        TypeError, ValueError: the request's overrides are not valid (see :func:`parse_overrides`), or
+            ask for hedging the request cannot have.
+    """
+    plan = Plan()
+    plan.request = request
+    plan.classifier = classifier
+    plan.read_body = read_body
+    # A body of bytes (every request without a body too) is sent again as it is; anything else is
+    # looked at now, before the first send moves a file's position.
+    plan.replay = _REPLAYABLE if type(request.stream) is httpx.ByteStream else body_replay(request)
+    given = request.extensions.get(EXTENSION)
+    if given is not None:
+        overrides = parse_overrides(given, WHERE)
+        plan.policy = overrides.policy
+        if overrides.retry is False:  # one attempt, of the request's own policy if it has one
+            plan.policy = once() if plan.policy is None else plan.policy.replace(max_attempts=1)
+        if overrides.scope is not None:
+            scope = overrides.scope
+        plan.idempotent_opt = overrides.idempotent
+        if overrides.read_body is not None:
+            plan.read_body = overrides.read_body
+        plan.hedging = plan.hedge(plan.policy or policy, overrides.hedge)
+    elif policy.hedging is not None:
+        plan.hedging = plan.hedge(policy, None)
+    plan.scope = scope if scope is not None else scope_key(request)
+    return plan
