@@ -1,0 +1,400 @@
+"""grpc.aio client interceptors that retry, hedge, rate-limit and circuit-break calls through the engine.
+
+One :class:`RetryInterceptors` holds the retrier (quota, limiter, breaker, budget per scope) and gives
+grpc.aio three interceptors over it: unary-unary, unary-stream and stream-unary. Each call is driven
+through :meth:`Retrier.attempts` with a judge (:meth:`GrpcClassifier.may_resend`), so every rule of
+the engine applies as it does to any other integration::
+
+    interceptor                                       engine
+    -----------                                       ------
+    retrier.attempts(scope, judge, label)        ->   the call
+    begin_now() / start()                        ->   an attempt (after backoff, quota, limits, breaker)
+    continuation(details + remaining timeout
+      + grpc-previous-rpc-attempts); await it
+    AioRpcError: attempt.classify_error(status,
+      pushback); re-raised in `async with attempt` ->  judged (may it be sent again?), decided: RETRY or give up
+
+The call's deadline (its ``timeout``) bounds the whole call: each attempt is sent with the time left,
+and the engine sees the deadline as an enclosing cancel scope, so it never sleeps or waits into it.
+While an attempt runs, gRPC itself enforces the deadline, so the caller gets gRPC's real
+``DEADLINE_EXCEEDED`` with the history attached. (grpc.aio runs interceptors in a task of their own:
+an anyio deadline around the caller's ``await`` cancels the call, but is not propagated as its timeout.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+
+import anyio
+import grpc
+from grpc import aio
+
+from .. import Attempt, Attempts, Clock, HedgingConfig, Outcome, RandomSource, Retrier, RetrierStatistics, RetryPolicy
+from ._classify import GrpcClassifier
+from ._options import CallOptions, current_options
+
+__all__ = ["ATTEMPTS_KEY", "CHANNEL_OPTIONS", "RetryInterceptors", "insecure_channel", "secure_channel"]
+
+ATTEMPTS_KEY = "grpc-previous-rpc-attempts"
+"""The metadata key that tells the server how many attempts of the call came before this one."""
+
+CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (("grpc.enable_retries", 0),)
+"""Channel options for a channel whose calls asyncretry retries: gRPC's own retries off (exactly one layer
+retries), which also lets ``grpc-previous-rpc-attempts`` through to the server."""
+
+_TRIO = (
+    "asyncretry.grpc runs on asyncio only: grpc.aio has no trio support. Run the gRPC client under asyncio "
+    "(anyio.run(..., backend='asyncio')), or use asyncretry's httpx transport for HTTP APIs on trio"
+)
+
+ScopeKey = Callable[[str], str]
+
+
+def refuse_trio() -> None:
+    """Raise a clear error when called from trio (grpc.aio needs an asyncio event loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        trio = sys.modules.get("trio")
+        if trio is None:
+            return
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            return  # not in any event loop: building interceptors before starting one is fine
+        raise RuntimeError(_TRIO) from None
+
+
+class _Plan:
+    """What one call settled before its first attempt, and its judge (asked on every failed outcome)."""
+
+    __slots__ = ("classifier", "idempotent", "label", "method", "replayable")
+
+    def __init__(self, method: str, classifier: GrpcClassifier, idempotent: bool, replayable: bool, label: str) -> None:
+        self.method = method
+        self.classifier = classifier
+        self.idempotent = idempotent
+        self.replayable = replayable
+        self.label = label
+
+    def judge(self, outcome: Outcome) -> Outcome:
+        """Whether the call may be sent again after a failed attempt."""
+        if not outcome.kind.retryable:
+            return outcome
+        return self.classifier.may_resend(outcome, idempotent=self.idempotent, replayable=self.replayable)
+
+    def describe(self) -> str:
+        return self.label
+
+
+def _method_name(details: aio.ClientCallDetails) -> str:
+    method = details.method
+    return method.decode("utf-8", "replace") if isinstance(method, bytes) else str(method)
+
+
+def _attempt_details(details: aio.ClientCallDetails, number: int, deadline: float) -> aio.ClientCallDetails:
+    """The call details of attempt ``number``: the time left before ``deadline`` (on the event loop's clock;
+    ``inf``: none), and from the second attempt on, ``grpc-previous-rpc-attempts``."""
+    timeout = details.timeout if deadline == math.inf else max(0.0, deadline - anyio.current_time())
+    metadata = details.metadata
+    if number > 1:
+        kept = [(key, value) for key, value in (metadata or ()) if key != ATTEMPTS_KEY]
+        metadata = aio.Metadata(*kept, (ATTEMPTS_KEY, str(number - 1)))
+    if timeout == details.timeout and metadata is details.metadata:
+        return details
+    return aio.ClientCallDetails(details.method, timeout, metadata, details.credentials, details.wait_for_ready)
+
+
+def _deadline_error(attempts: Attempts) -> aio.AioRpcError:
+    """gRPC's own error for a call whose deadline passed while the engine waited (or gRPC overran it)."""
+    error = aio.AioRpcError(
+        grpc.StatusCode.DEADLINE_EXCEEDED, aio.Metadata(), aio.Metadata(), details="Deadline Exceeded"
+    )
+    error.add_note(attempts.history().summary())
+    return error
+
+
+async def _rest(call: Any, first: Any) -> AsyncIterator[Any]:
+    """A response stream from its first message on (never retried once a message was delivered)."""
+    if first is aio.EOF:
+        return
+    yield first
+    while (message := await call.read()) is not aio.EOF:
+        yield message
+
+
+class RetryInterceptors:
+    """Retries, hedging, rate limits and circuit breaking for a grpc.aio channel, as its interceptors::
+
+        retry = RetryInterceptors(policy=RetryPolicy(max_attempts=5), target="orders:50051")
+        channel = grpc.aio.insecure_channel("orders:50051", interceptors=retry, options=CHANNEL_OPTIONS)
+
+    It is an iterable of three interceptors (unary-unary, unary-stream, stream-unary) that share one
+    :class:`~asyncretry.Retrier`; stream-stream calls pass through untouched. A failed call raises the
+    real ``grpc.aio.AioRpcError`` of its last attempt, with the history attached
+    (:func:`asyncretry.history_of`).
+
+    Args:
+        policy: the retry policy (default ``RetryPolicy()``); its ``hedging`` hedges idempotent
+            unary-unary calls.
+        retrier: an existing :class:`~asyncretry.Retrier` to share quotas, limiters, breakers and budgets
+            with other clients and integrations (instead of policy/clock/rng).
+        classifier: how statuses, pushback and idempotency are judged (default :class:`GrpcClassifier`).
+        target: the channel's target, for scopes and logs (``"host:port"``).
+        scope_key: maps a full method name (``"/pkg.Service/Method"``) to its scope; default: the target
+            and the method, so each method of each server has its own quota, limiter and breaker.
+        clock: time source (default: the event loop's clock).
+        rng: random source for jitter.
+        name: a name for events and statistics.
+
+    Raises:
+        RuntimeError: made under trio (grpc.aio runs on asyncio only).
+        TypeError: an argument has the wrong type, or both ``retrier`` and ``policy``/``clock``/``rng``.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: RetryPolicy | None = None,
+        retrier: Retrier | None = None,
+        classifier: GrpcClassifier | None = None,
+        target: str | None = None,
+        scope_key: ScopeKey | None = None,
+        clock: Clock | None = None,
+        rng: RandomSource | None = None,
+        name: str = "grpc",
+    ) -> None:
+        refuse_trio()
+        if retrier is not None:
+            if policy is not None or clock is not None or rng is not None:
+                raise TypeError("pass either retrier or policy/clock/rng, not both")
+            if not isinstance(retrier, Retrier):
+                raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
+            self.retrier = retrier
+        else:
+            self.retrier = Retrier(policy, name=name, clock=clock, rng=rng)
+        self.classifier = classifier if classifier is not None else GrpcClassifier()
+        if not isinstance(self.classifier, GrpcClassifier):
+            raise TypeError(f"classifier must be a GrpcClassifier, got {classifier!r}")
+        if target is not None and not isinstance(target, str):
+            raise TypeError(f"target must be a string or None, got {target!r}")
+        if scope_key is not None and not callable(scope_key):
+            raise TypeError(f"scope_key must be callable, got {scope_key!r}")
+        self.target = target or ""
+        self._scope_key = scope_key
+        self._single: RetryPolicy | None = None
+        self.unary_unary = _UnaryUnary(self)
+        self.unary_stream = _UnaryStream(self)
+        self.stream_unary = _StreamUnary(self)
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return self.retrier.policy
+
+    def __iter__(self) -> Iterator[aio.ClientInterceptor]:
+        return iter((self.unary_unary, self.unary_stream, self.stream_unary))
+
+    def __len__(self) -> int:
+        return 3
+
+    def statistics(self) -> RetrierStatistics:
+        """The retrier's statistics: counters and a snapshot of every scope."""
+        return self.retrier.statistics()
+
+    def __repr__(self) -> str:
+        return f"<RetryInterceptors {self.retrier!r} target={self.target!r}>"
+
+    # ------------------------------------------------------------------------------ a call
+    def _begin(
+        self, details: aio.ClientCallDetails, *, replayable: bool, hedgeable: bool
+    ) -> tuple[Attempts, HedgingConfig | None]:
+        """Open a call in the engine: its scope, policy, judge and hedging (``None``: not hedged)."""
+        method = _method_name(details)
+        options: CallOptions | None = current_options()
+        classifier = self.classifier
+        policy = scope = asked = override = None
+        if options is not None:
+            policy, scope, asked, override = options.policy, options.scope, options.hedge, options.idempotent
+            if options.retry is False:
+                if self._single is None:
+                    self._single = self.policy.replace(max_attempts=1)
+                policy = self._single
+        idempotent = classifier.is_idempotent(method, override)
+        plan = _Plan(method, classifier, idempotent, replayable, f"gRPC {self.target}{method}")
+        if scope is None:
+            scope = self._scope_key(method) if self._scope_key is not None else self.target + method
+        hedging = self._hedging(plan, policy or self.policy, asked, hedgeable)
+        attempts = self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.describe)
+        return attempts, hedging
+
+    @staticmethod
+    def _hedging(
+        plan: _Plan, policy: RetryPolicy, asked: HedgingConfig | bool | None, hedgeable: bool
+    ) -> HedgingConfig | None:
+        """The call's hedging: the per-call option, else the policy's; only for idempotent unary-unary calls.
+
+        Raises:
+            ValueError: a HedgingConfig was given for a call that cannot be hedged.
+        """
+        if asked is False:
+            return None
+        config = asked if isinstance(asked, HedgingConfig) else policy.hedging
+        if config is None:
+            return None
+        why = None
+        if not hedgeable:
+            why = "only unary-unary calls are hedged"
+        elif not plan.idempotent:
+            why = "it is not idempotent"
+        if why is None:
+            return config
+        if asked is None:
+            return None  # the policy hedges what it may
+        raise ValueError(f"{plan.label} cannot be hedged: {why}")
+
+    async def _under_deadline(self, details: aio.ClientCallDetails, attempts: Attempts, run: Any) -> Any:
+        """``await run(outer)`` within the call's deadline: ``outer`` is its cancel scope (``None`` without a
+        timeout), which the engine sees, so that it never sleeps or waits into the deadline."""
+        timeout = details.timeout
+        if timeout is None:
+            return await run(None)
+        with anyio.CancelScope(deadline=anyio.current_time() + max(0.0, timeout)) as outer:
+            return await run(outer)
+        raise _deadline_error(attempts)  # the deadline passed while the engine waited for the next attempt
+
+    async def _rounds(self, attempts: Attempts, outer: anyio.CancelScope | None, once: Any) -> Any:
+        """The attempts of a call that is not hedged: ``await once(attempt, outer)`` until the engine is done."""
+        result = None
+        attempt: Attempt | None = attempts.begin_now()
+        while attempt is not None or (attempt := await attempts.start()) is not None:
+            async with attempt:
+                result = await once(attempt, outer)
+            if attempts.done:
+                break
+            attempt = None
+        return result
+
+    async def _send(self, attempt: Attempt, outer: anyio.CancelScope | None, send: Any, lift: bool = True) -> Any:
+        """One attempt: ``await send(number, deadline)``, a status error marked for the engine.
+
+        While the attempt runs, gRPC alone enforces the deadline (it ends the call with its own
+        ``DEADLINE_EXCEEDED``): the call's cancel scope is lifted, because grpc.aio turns a cancellation it
+        sees into a plain ``CancelledError`` that no anyio scope would recognise as its own. Hedges
+        (``lift=False``) run side by side, so the scope stays: it cancels them all at the deadline.
+        """
+        deadline = math.inf if outer is None else outer.deadline
+        if outer is None or not lift:
+            outer = None
+        else:
+            outer.deadline = math.inf
+        try:
+            return await send(attempt.number, deadline)
+        except aio.AioRpcError as error:
+            attempt.classify_error(self.classifier.outcome(error))
+            raise
+        finally:
+            if outer is not None:
+                outer.deadline = deadline
+
+    async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
+        """Intercept a unary-unary call: returns the successful attempt's call (already finished)."""
+        attempts, hedging = self._begin(details, replayable=True, hedgeable=True)
+
+        async def send(number: int, deadline: float) -> Any:
+            call = await continuation(_attempt_details(details, number, deadline), request)
+            await call
+            return call
+
+        async def once(attempt: Attempt, outer: anyio.CancelScope | None) -> Any:
+            return await self._send(attempt, outer, send)
+
+        async def run(outer: anyio.CancelScope | None) -> Any:
+            if hedging is not None:
+                return await attempts.hedged(hedging, lambda attempt: self._send(attempt, outer, send, lift=False))
+            return await self._rounds(attempts, outer, once)
+
+        return await self._under_deadline(details, attempts, run)
+
+    async def intercept_unary_stream(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
+        """Intercept a unary-stream call: retried until its first message (or its end) arrives."""
+        attempts, _ = self._begin(details, replayable=True, hedgeable=False)
+
+        async def send(number: int, deadline: float) -> tuple[Any, Any]:
+            call = await continuation(_attempt_details(details, number, deadline), request)
+            return call, await call.read()  # a failure before the first message raises here
+
+        async def once(attempt: Attempt, outer: anyio.CancelScope | None) -> Any:
+            return await self._send(attempt, outer, send)
+
+        call, first = await self._under_deadline(details, attempts, lambda outer: self._rounds(attempts, outer, once))
+        return _rest(call, first)
+
+    async def intercept_stream_unary(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
+        """Intercept a stream-unary call: retried only when its requests are a list or a tuple (sent again
+        whole); any other request iterator is consumed once, so the call is sent once."""
+        replayable = isinstance(requests, Sequence) and not isinstance(requests, str | bytes)
+        attempts, _ = self._begin(details, replayable=replayable, hedgeable=False)
+
+        async def send(number: int, deadline: float) -> Any:
+            call = await continuation(_attempt_details(details, number, deadline), requests)
+            await call
+            return call
+
+        async def once(attempt: Attempt, outer: anyio.CancelScope | None) -> Any:
+            return await self._send(attempt, outer, send)
+
+        return await self._under_deadline(details, attempts, lambda outer: self._rounds(attempts, outer, once))
+
+
+class _UnaryUnary(aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]  # grpc has no type hints
+    def __init__(self, core: RetryInterceptors) -> None:
+        self.core = core
+
+    async def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
+        return await self.core.intercept_unary_unary(continuation, client_call_details, request)
+
+
+class _UnaryStream(aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    def __init__(self, core: RetryInterceptors) -> None:
+        self.core = core
+
+    async def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
+        return await self.core.intercept_unary_stream(continuation, client_call_details, request)
+
+
+class _StreamUnary(aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
+    def __init__(self, core: RetryInterceptors) -> None:
+        self.core = core
+
+    async def intercept_stream_unary(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
+        return await self.core.intercept_stream_unary(continuation, client_call_details, request_iterator)
+
+
+def insecure_channel(
+    target: str, *, retry: RetryInterceptors | None = None, options: Sequence[tuple[str, Any]] = (), **kwargs: Any
+) -> aio.Channel:
+    """``grpc.aio.insecure_channel`` with asyncretry's interceptors (``retry``, default ``RetryInterceptors(target=
+    target)``) and :data:`CHANNEL_OPTIONS` before ``options``; other keyword arguments go to grpc.aio.
+
+    Raises:
+        RuntimeError: called under trio (grpc.aio runs on asyncio only).
+    """
+    retry = retry if retry is not None else RetryInterceptors(target=target)
+    refuse_trio()
+    return aio.insecure_channel(target, options=[*CHANNEL_OPTIONS, *options], interceptors=list(retry), **kwargs)
+
+
+def secure_channel(
+    target: str, credentials: grpc.ChannelCredentials, *, retry: RetryInterceptors | None = None,
+    options: Sequence[tuple[str, Any]] = (), **kwargs: Any,
+) -> aio.Channel:
+    """``grpc.aio.secure_channel`` with asyncretry's interceptors, as :func:`insecure_channel`."""
+    retry = retry if retry is not None else RetryInterceptors(target=target)
+    refuse_trio()
+    return aio.secure_channel(
+        target, credentials, options=[*CHANNEL_OPTIONS, *options], interceptors=list(retry), **kwargs
+    )
