@@ -41,7 +41,7 @@ PUSHBACK_KEY = "grpc-retry-pushback-ms"
 """The trailing metadata key a server sets to push back on retries (milliseconds, gRPC's retry design)."""
 
 _NOT_CONNECTED = "failed to connect to all addresses"
-_DIGITS = re.compile(r"[0-9]{1,10}")
+_DIGITS = re.compile(r"[0-9]+")
 _SUCCESS, _TRANSIENT, _THROTTLING, _TIMEOUT, _NOT_RETRYABLE = (
     OutcomeKind.SUCCESS, OutcomeKind.TRANSIENT, OutcomeKind.THROTTLING, OutcomeKind.TIMEOUT,
     OutcomeKind.NOT_RETRYABLE,
