@@ -194,17 +194,6 @@ async def test_a_final_error_is_the_real_aio_rpc_error_with_its_history(server: 
     assert len(app.seen) == 4
 
 
-async def test_a_status_outside_the_table_is_not_retried(server: tuple[Scripted, str]) -> None:
-    """INVALID_ARGUMENT is final by default: one call, the error raised at once."""
-    app, target = server
-    app.script = [grpc.StatusCode.INVALID_ARGUMENT]
-    async with channel(target) as ch:
-        with pytest.raises(aio.AioRpcError) as caught:
-            await ch.unary_unary(f"/{SERVICE}/Unary")(b"x")
-    assert kinds(caught.value) == [OutcomeKind.NOT_RETRYABLE]
-    assert len(app.seen) == 1
-
-
 async def test_the_status_table_is_configurable(server: tuple[Scripted, str]) -> None:
     """A classifier that lists ABORTED as transient retries it."""
     app, target = server
@@ -229,11 +218,17 @@ async def test_pushback_replaces_the_backoff(server: tuple[Scripted, str]) -> No
     assert [a.delay_after for a in history.attempts] == [0.02, None]
 
 
-@pytest.mark.parametrize("value", ["-1", "soon", "1.5"])
-async def test_a_negative_or_malformed_pushback_stops_the_retries(server: tuple[Scripted, str], value: str) -> None:
-    """A pushback that is negative or not an integer means "do not retry": one call, its error raised."""
+@pytest.mark.parametrize(
+    "step", [grpc.StatusCode.INVALID_ARGUMENT, (UNAVAILABLE, "-1"), (UNAVAILABLE, "soon"), (UNAVAILABLE, "1.5")],
+    ids=["INVALID_ARGUMENT", "pushback -1", "pushback soon", "pushback 1.5"],
+)
+async def test_a_final_status_or_a_refusing_pushback_sends_the_call_once(
+    server: tuple[Scripted, str], step: Any
+) -> None:
+    """A status outside the table, or a pushback that is negative or not an integer ("do not retry"):
+    one call, its error raised at once."""
     app, target = server
-    app.script = [(UNAVAILABLE, value)]
+    app.script = [step]
     async with channel(target) as ch:
         with pytest.raises(aio.AioRpcError) as caught:
             await ch.unary_unary(f"/{SERVICE}/Unary")(b"x")

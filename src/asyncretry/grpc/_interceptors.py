@@ -266,13 +266,13 @@ class RetryInterceptors:
             return await run(outer)
         raise _deadline_error(attempts)  # the deadline passed while the engine waited for the next attempt
 
-    async def _rounds(self, attempts: Attempts, outer: anyio.CancelScope | None, once: Any) -> Any:
-        """The attempts of a call that is not hedged: ``await once(attempt, outer)`` until the engine is done."""
+    async def _rounds(self, attempts: Attempts, outer: anyio.CancelScope | None, send: Any) -> Any:
+        """The attempts of a call that is not hedged, one after the other, until the engine is done."""
         result = None
         attempt: Attempt | None = attempts.begin_now()
         while attempt is not None or (attempt := await attempts.start()) is not None:
             async with attempt:
-                result = await once(attempt, outer)
+                result = await self._send(attempt, outer, send)
             if attempts.done:
                 break
             attempt = None
@@ -300,24 +300,30 @@ class RetryInterceptors:
             if outer is not None:
                 outer.deadline = deadline
 
-    async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
-        """Intercept a unary-unary call: returns the successful attempt's call (already finished)."""
-        attempts, hedging = self._begin(details, replayable=True, hedgeable=True)
-
-        async def send(number: int, deadline: float) -> Any:
-            call = await continuation(_attempt_details(details, number, deadline), request)
-            await call
-            return call
-
-        async def once(attempt: Attempt, outer: anyio.CancelScope | None) -> Any:
-            return await self._send(attempt, outer, send)
+    async def _one_response(
+        self, details: aio.ClientCallDetails, send: Any, *, replayable: bool, hedgeable: bool
+    ) -> Any:
+        """A call with one response: the successful attempt's call (already finished)."""
+        attempts, hedging = self._begin(details, replayable=replayable, hedgeable=hedgeable)
 
         async def run(outer: anyio.CancelScope | None) -> Any:
             if hedging is not None:
                 return await attempts.hedged(hedging, lambda attempt: self._send(attempt, outer, send, lift=False))
-            return await self._rounds(attempts, outer, once)
+            return await self._rounds(attempts, outer, send)
 
         return await self._under_deadline(details, attempts, run)
+
+    async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
+        """Intercept a unary-unary call: returns the successful attempt's call (already finished)."""
+        send = _finished(continuation, details, request)
+        return await self._one_response(details, send, replayable=True, hedgeable=True)
+
+    async def intercept_stream_unary(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
+        """Intercept a stream-unary call: retried only when its requests are a list or a tuple (sent again
+        whole); any other request iterator is consumed once, so the call is sent once."""
+        replayable = isinstance(requests, Sequence) and not isinstance(requests, str | bytes)
+        send = _finished(continuation, details, requests)
+        return await self._one_response(details, send, replayable=replayable, hedgeable=False)
 
     async def intercept_unary_stream(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
         """Intercept a unary-stream call: retried until its first message (or its end) arrives."""
@@ -327,27 +333,19 @@ class RetryInterceptors:
             call = await continuation(_attempt_details(details, number, deadline), request)
             return call, await call.read()  # a failure before the first message raises here
 
-        async def once(attempt: Attempt, outer: anyio.CancelScope | None) -> Any:
-            return await self._send(attempt, outer, send)
-
-        call, first = await self._under_deadline(details, attempts, lambda outer: self._rounds(attempts, outer, once))
+        call, first = await self._under_deadline(details, attempts, lambda outer: self._rounds(attempts, outer, send))
         return _rest(call, first)
 
-    async def intercept_stream_unary(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
-        """Intercept a stream-unary call: retried only when its requests are a list or a tuple (sent again
-        whole); any other request iterator is consumed once, so the call is sent once."""
-        replayable = isinstance(requests, Sequence) and not isinstance(requests, str | bytes)
-        attempts, _ = self._begin(details, replayable=replayable, hedgeable=False)
 
-        async def send(number: int, deadline: float) -> Any:
-            call = await continuation(_attempt_details(details, number, deadline), requests)
-            await call
-            return call
+def _finished(continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
+    """Sends one attempt of a call with one response: ``await send(number, deadline)`` is its finished call."""
 
-        async def once(attempt: Attempt, outer: anyio.CancelScope | None) -> Any:
-            return await self._send(attempt, outer, send)
+    async def send(number: int, deadline: float) -> Any:
+        call = await continuation(_attempt_details(details, number, deadline), request)
+        await call  # raises the attempt's AioRpcError
+        return call
 
-        return await self._under_deadline(details, attempts, lambda outer: self._rounds(attempts, outer, once))
+    return send
 
 
 class _UnaryUnary(aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]  # grpc has no type hints
