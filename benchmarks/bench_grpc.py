@@ -9,6 +9,9 @@ Run on demand (never part of the test suite)::
 A grpc.aio server on 127.0.0.1 (generic handlers, bytes messages) runs in a subprocess, so that it does not
 share the client's event loop or GIL. Every call is a unary-unary echo of 16 bytes.
 
+The interceptor alone: its own work per successful call, with a continuation that answers at once (no
+network), against an interceptor that only calls its continuation.
+
 Success path: sequential calls that all succeed, best of rounds (round-robin over the cases), per call:
 
 * ``bare``: the channel with gRPC's retries off and no interceptor: the baseline of every ratio;
@@ -108,6 +111,35 @@ async def success_path(target: str, calls: int, rounds: int) -> None:
           f"asyncretry / no-op interceptor: {best['asyncretry'] / best['no-op interceptor']:.2f}x")
 
 
+class _Done:
+    """What a continuation returns for a call that already succeeded (no network): awaiting it is free."""
+
+    def __await__(self) -> Any:
+        return PAYLOAD
+        yield  # type: ignore[unreachable]  # a generator, so that ``await`` works
+
+
+async def _continuation(details: Any, request: Any) -> _Done:
+    return _Done()
+
+
+async def alone(calls: int, rounds: int) -> None:
+    """The interceptors' own work per call, against a no-op interceptor, with a continuation that answers at once."""
+    details = aio.ClientCallDetails(b"/bench.Echo/Echo", None, None, None, None)
+    timed = details._replace(timeout=10.0)
+    noop, retry = NoOp(), RetryInterceptors().unary_unary
+    cases: list[tuple[str, Once]] = [
+        ("no-op interceptor", lambda: noop.intercept_unary_unary(_continuation, details, PAYLOAD)),
+        ("asyncretry", lambda: retry.intercept_unary_unary(_continuation, details, PAYLOAD)),
+        ("asyncretry + timeout", lambda: retry.intercept_unary_unary(_continuation, timed, PAYLOAD)),
+    ]
+    best = await measure(cases, calls, rounds)
+    print(f"the interceptor alone (a continuation that answers at once): best of {rounds} rounds of {calls} calls")
+    for name, _ in cases:
+        print(f"{name:<24}{best[name] / 1000:>10.2f} us/call")
+    print()
+
+
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -137,7 +169,8 @@ async def hedging(target: str, calls: int, delay: float) -> None:
 
 
 async def run(target: str, args: argparse.Namespace) -> None:
-    calls, rounds = (300, 3) if args.quick else (2000, 5)
+    await alone(*((2000, 3) if args.quick else (20000, 5)))
+    calls, rounds = (300, 3) if args.quick else (400, 15)
     await success_path(target, calls, rounds)
     print()
     await hedging(target, 200 if args.quick else 1000, args.hedge_delay)

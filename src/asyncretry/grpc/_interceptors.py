@@ -27,6 +27,7 @@ import asyncio
 import math
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -52,6 +53,7 @@ _TRIO = (
 )
 
 ScopeKey = Callable[[str], str]
+_MAX_METHODS = 10_000
 
 
 def refuse_trio() -> None:
@@ -72,14 +74,16 @@ def refuse_trio() -> None:
 class _Plan:
     """What one call settled before its first attempt, and its judge (asked on every failed outcome)."""
 
-    __slots__ = ("classifier", "idempotent", "label", "method", "replayable")
+    __slots__ = ("classifier", "idempotent", "method", "replayable", "target")
 
-    def __init__(self, method: str, classifier: GrpcClassifier, idempotent: bool, replayable: bool, label: str) -> None:
+    def __init__(
+        self, method: str, classifier: GrpcClassifier, idempotent: bool, replayable: bool, target: str
+    ) -> None:
         self.method = method
         self.classifier = classifier
         self.idempotent = idempotent
         self.replayable = replayable
-        self.label = label
+        self.target = target
 
     def judge(self, outcome: Outcome) -> Outcome:
         """Whether the call may be sent again after a failed attempt."""
@@ -88,18 +92,14 @@ class _Plan:
         return self.classifier.may_resend(outcome, idempotent=self.idempotent, replayable=self.replayable)
 
     def describe(self) -> str:
-        return self.label
-
-
-def _method_name(details: aio.ClientCallDetails) -> str:
-    method = details.method
-    return method.decode("utf-8", "replace") if isinstance(method, bytes) else str(method)
+        """What the call is, for logs and traces (worked out only when one needs it)."""
+        return f"gRPC {self.target}{self.method}"
 
 
 def _attempt_details(details: aio.ClientCallDetails, number: int, deadline: float) -> aio.ClientCallDetails:
     """The call details of attempt ``number``: the time left before ``deadline`` (on the event loop's clock;
     ``inf``: none), and from the second attempt on, ``grpc-previous-rpc-attempts``."""
-    timeout = details.timeout if deadline == math.inf else max(0.0, deadline - anyio.current_time())
+    timeout = details.timeout if deadline == math.inf else max(0.0, deadline - asyncio.get_running_loop().time())
     metadata = details.metadata
     if number > 1:
         kept = [(key, value) for key, value in (metadata or ()) if key != ATTEMPTS_KEY]
@@ -107,6 +107,16 @@ def _attempt_details(details: aio.ClientCallDetails, number: int, deadline: floa
     if timeout == details.timeout and metadata is details.metadata:
         return details
     return aio.ClientCallDetails(details.method, timeout, metadata, details.credentials, details.wait_for_ready)
+
+
+class _Deadline:
+    """A call's deadline: when (``at``, on the event loop's clock) and the cancel scope that enforces it."""
+
+    __slots__ = ("at", "scope")
+
+    def __init__(self, scope: anyio.CancelScope, at: float) -> None:
+        self.scope = scope
+        self.at = at
 
 
 def _deadline_error(attempts: Attempts) -> aio.AioRpcError:
@@ -187,6 +197,7 @@ class RetryInterceptors:
         self.target = target or ""
         self._scope_key = scope_key
         self._single: RetryPolicy | None = None
+        self._methods: dict[bytes | str, tuple[str, str, bool]] = {}
         self.unary_unary = _UnaryUnary(self)
         self.unary_stream = _UnaryStream(self)
         self.stream_unary = _StreamUnary(self)
@@ -213,27 +224,43 @@ class RetryInterceptors:
         self, details: aio.ClientCallDetails, *, replayable: bool, hedgeable: bool
     ) -> tuple[Attempts, HedgingConfig | None]:
         """Open a call in the engine: its scope, policy, judge and hedging (``None``: not hedged)."""
-        method = _method_name(details)
+        known = self._methods.get(details.method)
+        if known is None:
+            known = self._learn(details.method)
+        method, scope, idempotent = known
         options: CallOptions | None = current_options()
-        classifier = self.classifier
-        policy = scope = asked = override = None
+        policy = None
+        hedging = self.policy.hedging
         if options is not None:
-            policy, scope, asked, override = options.policy, options.scope, options.hedge, options.idempotent
+            policy = options.policy
             if options.retry is False:
                 if self._single is None:
                     self._single = self.policy.replace(max_attempts=1)
                 policy = self._single
-        idempotent = classifier.is_idempotent(method, override)
-        plan = _Plan(method, classifier, idempotent, replayable, f"gRPC {self.target}{method}")
-        if scope is None:
-            scope = self._scope_key(method) if self._scope_key is not None else self.target + method
-        hedging = self._hedging(plan, policy or self.policy, asked, hedgeable)
+            scope = options.scope or scope
+            if options.idempotent is not None:
+                idempotent = options.idempotent
+            hedging = self._hedging(method, idempotent, policy or self.policy, options.hedge, hedgeable)
+        elif hedging is not None:
+            hedging = self._hedging(method, idempotent, self.policy, None, hedgeable)
+        plan = _Plan(method, self.classifier, idempotent, replayable, self.target)
         attempts = self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.describe)
         return attempts, hedging
 
-    @staticmethod
+    def _learn(self, name: bytes | str) -> tuple[str, str, bool]:
+        """What a method's calls share: its name, default scope and idempotency (kept for the next call)."""
+        method = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+        scope = self._scope_key(method) if self._scope_key is not None else self.target + method
+        if not isinstance(scope, str):
+            raise TypeError(f"scope_key must return a string, got {scope!r} for {method!r}")
+        known = (method, scope, self.classifier.is_idempotent(method))
+        if len(self._methods) >= _MAX_METHODS:
+            self._methods.clear()  # a channel has a bounded set of methods: this only guards against misuse
+        self._methods[name] = known
+        return known
+
     def _hedging(
-        plan: _Plan, policy: RetryPolicy, asked: HedgingConfig | bool | None, hedgeable: bool
+        self, method: str, idempotent: bool, policy: RetryPolicy, asked: HedgingConfig | bool | None, hedgeable: bool
     ) -> HedgingConfig | None:
         """The call's hedging: the per-call option, else the policy's; only for idempotent unary-unary calls.
 
@@ -248,70 +275,73 @@ class RetryInterceptors:
         why = None
         if not hedgeable:
             why = "only unary-unary calls are hedged"
-        elif not plan.idempotent:
+        elif not idempotent:
             why = "it is not idempotent"
         if why is None:
             return config
         if asked is None:
             return None  # the policy hedges what it may
-        raise ValueError(f"{plan.label} cannot be hedged: {why}")
+        raise ValueError(f"gRPC {self.target}{method} cannot be hedged: {why}")
 
     async def _under_deadline(self, details: aio.ClientCallDetails, attempts: Attempts, run: Any) -> Any:
-        """``await run(outer)`` within the call's deadline: ``outer`` is its cancel scope (``None`` without a
-        timeout), which the engine sees, so that it never sleeps or waits into the deadline."""
+        """``await run(deadline)`` within the call's deadline (``None`` without a timeout)."""
         timeout = details.timeout
         if timeout is None:
             return await run(None)
-        with anyio.CancelScope(deadline=anyio.current_time() + max(0.0, timeout)) as outer:
-            return await run(outer)
+        with anyio.CancelScope() as scope:
+            return await run(_Deadline(scope, asyncio.get_running_loop().time() + max(0.0, timeout)))
         raise _deadline_error(attempts)  # the deadline passed while the engine waited for the next attempt
 
-    async def _rounds(self, attempts: Attempts, outer: anyio.CancelScope | None, send: Any) -> Any:
+    async def _rounds(self, attempts: Attempts, deadline: _Deadline | None, send: Any) -> Any:
         """The attempts of a call that is not hedged, one after the other, until the engine is done."""
         result = None
         attempt: Attempt | None = attempts.begin_now()
         while attempt is not None or (attempt := await attempts.start()) is not None:
             async with attempt:
-                result = await self._send(attempt, outer, send)
+                result = await self._send(attempt, deadline, send)
             if attempts.done:
                 break
             attempt = None
         return result
 
-    async def _send(self, attempt: Attempt, outer: anyio.CancelScope | None, send: Any, lift: bool = True) -> Any:
-        """One attempt: ``await send(number, deadline)``, a status error marked for the engine.
+    async def _send(self, attempt: Attempt, deadline: _Deadline | None, send: Any, lift: bool = True) -> Any:
+        """One attempt: ``await send(number, deadline)``; a status error is marked for the engine.
 
-        While the attempt runs, gRPC alone enforces the deadline (it ends the call with its own
-        ``DEADLINE_EXCEEDED``): the call's cancel scope is lifted, because grpc.aio turns a cancellation it
-        sees into a plain ``CancelledError`` that no anyio scope would recognise as its own. Hedges
-        (``lift=False``) run side by side, so the scope stays: it cancels them all at the deadline.
+        The engine sees the call's deadline (its cancel scope's) while it decides on a retry and waits
+        for it, so it never sleeps into it. While an attempt runs, the scope's deadline is lifted and gRPC
+        alone enforces it (it ends the call with its own ``DEADLINE_EXCEEDED``): grpc.aio turns a
+        cancellation it sees into a plain ``CancelledError``, which no anyio scope would recognise as its
+        own. Hedges (``lift=False``) run side by side under the deadline, which cancels them all.
         """
-        deadline = math.inf if outer is None else outer.deadline
-        if outer is None or not lift:
-            outer = None
+        if deadline is None:
+            at, scope = math.inf, None
         else:
-            outer.deadline = math.inf
+            at, scope = deadline.at, deadline.scope if lift else None
+            if scope is not None and attempt.number > 1:
+                scope.deadline = math.inf
         try:
-            return await send(attempt.number, deadline)
-        except aio.AioRpcError as error:
-            attempt.classify_error(self.classifier.outcome(error))
+            return await send(attempt.number, at)
+        except Exception as error:
+            if isinstance(error, aio.AioRpcError):
+                attempt.classify_error(self.classifier.outcome(error))
+            if scope is not None:
+                scope.deadline = at  # the engine decides on a retry knowing the deadline
             raise
-        finally:
-            if outer is not None:
-                outer.deadline = deadline
 
     async def _one_response(
         self, details: aio.ClientCallDetails, send: Any, *, replayable: bool, hedgeable: bool
     ) -> Any:
         """A call with one response: the successful attempt's call (already finished)."""
         attempts, hedging = self._begin(details, replayable=replayable, hedgeable=hedgeable)
+        if hedging is None:
+            return await self._under_deadline(details, attempts, partial(self._rounds, attempts, send=send))
 
-        async def run(outer: anyio.CancelScope | None) -> Any:
-            if hedging is not None:
-                return await attempts.hedged(hedging, lambda attempt: self._send(attempt, outer, send, lift=False))
-            return await self._rounds(attempts, outer, send)
+        async def hedged(deadline: _Deadline | None) -> Any:
+            if deadline is not None:
+                deadline.scope.deadline = deadline.at
+            return await attempts.hedged(hedging, lambda attempt: self._send(attempt, deadline, send, lift=False))
 
-        return await self._under_deadline(details, attempts, run)
+        return await self._under_deadline(details, attempts, hedged)
 
     async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
         """Intercept a unary-unary call: returns the successful attempt's call (already finished)."""
@@ -333,7 +363,7 @@ class RetryInterceptors:
             call = await continuation(_attempt_details(details, number, deadline), request)
             return call, await call.read()  # a failure before the first message raises here
 
-        call, first = await self._under_deadline(details, attempts, lambda outer: self._rounds(attempts, outer, send))
+        call, first = await self._under_deadline(details, attempts, partial(self._rounds, attempts, send=send))
         return _rest(call, first)
 
 
