@@ -30,7 +30,6 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 import grpc
-from grpc import aio
 
 from .. import Outcome, OutcomeKind
 from .._validate import check_bool, check_items
@@ -69,7 +68,7 @@ def _methods(name: str, value: Iterable[str]) -> frozenset[str]:
     return methods
 
 
-def pushback_of(error: aio.AioRpcError) -> float | bool | None:
+def pushback_of(error: grpc.RpcError) -> float | bool | None:
     """The pushback a failed call's trailing metadata carries: seconds (>= 0), ``False`` when the server
     said "do not retry" (a negative or malformed value), ``None`` when there is none."""
     trailing = error.trailing_metadata()
@@ -139,8 +138,9 @@ class GrpcClassifier:
             return _SUCCESS
         return self._kinds.get(code, _NOT_RETRYABLE)
 
-    def outcome(self, error: aio.AioRpcError) -> Outcome:
-        """What a failed call's status and trailing metadata say of its attempt."""
+    def outcome(self, error: grpc.RpcError) -> Outcome:
+        """What a failed call's status and trailing metadata say of its attempt (``grpc.aio.AioRpcError``,
+        or the synchronous API's ``grpc.RpcError``, which is also a ``grpc.Call``)."""
         code = error.code()
         kind = self.kind_of(code)
         name = code.name if isinstance(code, grpc.StatusCode) else str(code)
@@ -166,7 +166,7 @@ class GrpcClassifier:
     def never_began(outcome: Outcome) -> bool:
         """Whether a failed attempt proves the server never began the call (so any method may be sent again)."""
         error = outcome.error
-        if not isinstance(error, aio.AioRpcError):
+        if not isinstance(error, grpc.RpcError) or not callable(getattr(error, "code", None)):
             return False
         if outcome.server_delay is not None:
             return True  # the server pushed back: it asks for the retry

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -34,14 +34,11 @@ import anyio
 import grpc
 from grpc import aio
 
-from .. import Attempt, Attempts, Clock, HedgingConfig, Outcome, RandomSource, Retrier, RetrierStatistics, RetryPolicy
+from .. import Attempt, Attempts, Clock, HedgingConfig, RandomSource, Retrier, RetryPolicy
 from ._classify import GrpcClassifier
-from ._options import CallOptions, current_options
+from ._plan import ATTEMPTS_KEY, Planner, ScopeKey, attempt_metadata
 
 __all__ = ["ATTEMPTS_KEY", "CHANNEL_OPTIONS", "RetryInterceptors", "insecure_channel", "secure_channel"]
-
-ATTEMPTS_KEY = "grpc-previous-rpc-attempts"
-"""The metadata key that tells the server how many attempts of the call came before this one."""
 
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (("grpc.enable_retries", 0),)
 """Channel options for a channel whose calls asyncretry retries: gRPC's own retries off (exactly one layer
@@ -52,8 +49,6 @@ _TRIO = (
     "(anyio.run(..., backend='asyncio')), or use asyncretry's httpx transport for HTTP APIs on trio"
 )
 
-ScopeKey = Callable[[str], str]
-_MAX_METHODS = 10_000
 
 
 def refuse_trio() -> None:
@@ -71,39 +66,13 @@ def refuse_trio() -> None:
         raise RuntimeError(_TRIO) from None
 
 
-class _Plan:
-    """What one call settled before its first attempt, and its judge (asked on every failed outcome)."""
-
-    __slots__ = ("classifier", "idempotent", "method", "replayable", "target")
-
-    def __init__(
-        self, method: str, classifier: GrpcClassifier, idempotent: bool, replayable: bool, target: str
-    ) -> None:
-        self.method = method
-        self.classifier = classifier
-        self.idempotent = idempotent
-        self.replayable = replayable
-        self.target = target
-
-    def judge(self, outcome: Outcome) -> Outcome:
-        """Whether the call may be sent again after a failed attempt."""
-        if not outcome.kind.retryable:
-            return outcome
-        return self.classifier.may_resend(outcome, idempotent=self.idempotent, replayable=self.replayable)
-
-    def describe(self) -> str:
-        """What the call is, for logs and traces (worked out only when one needs it)."""
-        return f"gRPC {self.target}{self.method}"
-
-
 def _attempt_details(details: aio.ClientCallDetails, number: int, deadline: float) -> aio.ClientCallDetails:
     """The call details of attempt ``number``: the time left before ``deadline`` (on the event loop's clock;
     ``inf``: none), and from the second attempt on, ``grpc-previous-rpc-attempts``."""
     timeout = details.timeout if deadline == math.inf else max(0.0, deadline - asyncio.get_running_loop().time())
     metadata = details.metadata
     if number > 1:
-        kept = [(key, value) for key, value in (metadata or ()) if key != ATTEMPTS_KEY]
-        metadata = aio.Metadata(*kept, (ATTEMPTS_KEY, str(number - 1)))
+        metadata = aio.Metadata(*attempt_metadata(metadata, number))
     if timeout == details.timeout and metadata is details.metadata:
         return details
     return aio.ClientCallDetails(details.method, timeout, metadata, details.credentials, details.wait_for_ready)
@@ -137,7 +106,7 @@ async def _rest(call: Any, first: Any) -> AsyncIterator[Any]:
         yield message
 
 
-class RetryInterceptors:
+class RetryInterceptors(Planner):
     """Retries, hedging, rate limits and circuit breaking for a grpc.aio channel, as its interceptors::
 
         retry = RetryInterceptors(policy=RetryPolicy(max_attempts=5), target="orders:50051")
@@ -179,42 +148,19 @@ class RetryInterceptors:
         name: str = "grpc",
     ) -> None:
         refuse_trio()
-        if retrier is not None:
-            if policy is not None or clock is not None or rng is not None:
-                raise TypeError("pass either retrier or policy/clock/rng, not both")
-            if not isinstance(retrier, Retrier):
-                raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
-            self.retrier = retrier
-        else:
-            self.retrier = Retrier(policy, name=name, clock=clock, rng=rng)
-        self.classifier = classifier if classifier is not None else GrpcClassifier()
-        if not isinstance(self.classifier, GrpcClassifier):
-            raise TypeError(f"classifier must be a GrpcClassifier, got {classifier!r}")
-        if target is not None and not isinstance(target, str):
-            raise TypeError(f"target must be a string or None, got {target!r}")
-        if scope_key is not None and not callable(scope_key):
-            raise TypeError(f"scope_key must be callable, got {scope_key!r}")
-        self.target = target or ""
-        self._scope_key = scope_key
-        self._single: RetryPolicy | None = None
-        self._methods: dict[bytes | str, tuple[str, str, bool]] = {}
+        super().__init__(
+            policy=policy, retrier=retrier, classifier=classifier, target=target, scope_key=scope_key, clock=clock,
+            rng=rng, name=name,
+        )
         self.unary_unary = _UnaryUnary(self)
         self.unary_stream = _UnaryStream(self)
         self.stream_unary = _StreamUnary(self)
-
-    @property
-    def policy(self) -> RetryPolicy:
-        return self.retrier.policy
 
     def __iter__(self) -> Iterator[aio.ClientInterceptor]:
         return iter((self.unary_unary, self.unary_stream, self.stream_unary))
 
     def __len__(self) -> int:
         return 3
-
-    def statistics(self) -> RetrierStatistics:
-        """The retrier's statistics: counters and a snapshot of every scope."""
-        return self.retrier.statistics()
 
     def __repr__(self) -> str:
         return f"<RetryInterceptors {self.retrier!r} target={self.target!r}>"
@@ -224,64 +170,8 @@ class RetryInterceptors:
         self, details: aio.ClientCallDetails, *, replayable: bool, hedgeable: bool
     ) -> tuple[Attempts, HedgingConfig | None]:
         """Open a call in the engine: its scope, policy, judge and hedging (``None``: not hedged)."""
-        known = self._methods.get(details.method)
-        if known is None:
-            known = self._learn(details.method)
-        method, scope, idempotent = known
-        options: CallOptions | None = current_options()
-        policy = None
-        hedging = self.policy.hedging
-        if options is not None:
-            policy = options.policy
-            if options.retry is False:
-                if self._single is None:
-                    self._single = self.policy.replace(max_attempts=1)
-                policy = self._single
-            scope = options.scope or scope
-            if options.idempotent is not None:
-                idempotent = options.idempotent
-            hedging = self._hedging(method, idempotent, policy or self.policy, options.hedge, hedgeable)
-        elif hedging is not None:
-            hedging = self._hedging(method, idempotent, self.policy, None, hedgeable)
-        plan = _Plan(method, self.classifier, idempotent, replayable, self.target)
-        attempts = self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.describe)
-        return attempts, hedging
-
-    def _learn(self, name: bytes | str) -> tuple[str, str, bool]:
-        """What a method's calls share: its name, default scope and idempotency (kept for the next call)."""
-        method = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
-        scope = self._scope_key(method) if self._scope_key is not None else self.target + method
-        if not isinstance(scope, str):
-            raise TypeError(f"scope_key must return a string, got {scope!r} for {method!r}")
-        known = (method, scope, self.classifier.is_idempotent(method))
-        if len(self._methods) >= _MAX_METHODS:
-            self._methods.clear()  # a channel has a bounded set of methods: this only guards against misuse
-        self._methods[name] = known
-        return known
-
-    def _hedging(
-        self, method: str, idempotent: bool, policy: RetryPolicy, asked: HedgingConfig | bool | None, hedgeable: bool
-    ) -> HedgingConfig | None:
-        """The call's hedging: the per-call option, else the policy's; only for idempotent unary-unary calls.
-
-        Raises:
-            ValueError: a HedgingConfig was given for a call that cannot be hedged.
-        """
-        if asked is False:
-            return None
-        config = asked if isinstance(asked, HedgingConfig) else policy.hedging
-        if config is None:
-            return None
-        why = None
-        if not hedgeable:
-            why = "only unary-unary calls are hedged"
-        elif not idempotent:
-            why = "it is not idempotent"
-        if why is None:
-            return config
-        if asked is None:
-            return None  # the policy hedges what it may
-        raise ValueError(f"gRPC {self.target}{method} cannot be hedged: {why}")
+        plan, scope, policy, hedging = self._plan(details.method, replayable=replayable, hedgeable=hedgeable)
+        return self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.describe), hedging
 
     async def _under_deadline(self, details: aio.ClientCallDetails, attempts: Attempts, run: Any) -> Any:
         """``await run(deadline)`` within the call's deadline (``None`` without a timeout)."""
