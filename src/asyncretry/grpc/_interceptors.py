@@ -34,9 +34,8 @@ import anyio
 import grpc
 from grpc import aio
 
-from .. import Attempt, Attempts, Clock, HedgingConfig, RandomSource, Retrier, RetryPolicy
-from ._classify import GrpcClassifier
-from ._plan import ATTEMPTS_KEY, Planner, ScopeKey, attempt_metadata
+from .. import Attempt, Attempts, HedgingConfig
+from ._plan import ATTEMPTS_KEY, Planner, attempt_metadata
 
 __all__ = ["ATTEMPTS_KEY", "CHANNEL_OPTIONS", "RetryInterceptors", "insecure_channel", "secure_channel"]
 
@@ -135,23 +134,8 @@ class RetryInterceptors(Planner):
         TypeError: an argument has the wrong type, or both ``retrier`` and ``policy``/``clock``/``rng``.
     """
 
-    def __init__(
-        self,
-        *,
-        policy: RetryPolicy | None = None,
-        retrier: Retrier | None = None,
-        classifier: GrpcClassifier | None = None,
-        target: str | None = None,
-        scope_key: ScopeKey | None = None,
-        clock: Clock | None = None,
-        rng: RandomSource | None = None,
-        name: str = "grpc",
-    ) -> None:
+    def _ready(self) -> None:
         refuse_trio()
-        super().__init__(
-            policy=policy, retrier=retrier, classifier=classifier, target=target, scope_key=scope_key, clock=clock,
-            rng=rng, name=name,
-        )
         self.unary_unary = _UnaryUnary(self)
         self.unary_stream = _UnaryStream(self)
         self.stream_unary = _StreamUnary(self)

@@ -58,14 +58,14 @@ class Planner:
     def __init__(
         self,
         *,
-        policy: RetryPolicy | None,
-        retrier: Retrier | None,
-        classifier: GrpcClassifier | None,
-        target: str | None,
-        scope_key: ScopeKey | None,
-        clock: Clock | None,
-        rng: RandomSource | None,
-        name: str,
+        policy: RetryPolicy | None = None,
+        retrier: Retrier | None = None,
+        classifier: GrpcClassifier | None = None,
+        target: str | None = None,
+        scope_key: ScopeKey | None = None,
+        clock: Clock | None = None,
+        rng: RandomSource | None = None,
+        name: str = "grpc",
     ) -> None:
         if retrier is not None:
             if policy is not None or clock is not None or rng is not None:
@@ -86,6 +86,10 @@ class Planner:
         self._scope_key = scope_key
         self._single: RetryPolicy | None = None
         self._methods: dict[bytes | str, tuple[str, str, bool]] = {}
+        self._ready()
+
+    def _ready(self) -> None:
+        """What a kind of interceptors checks and builds once configured (its interceptors)."""
 
     @property
     def policy(self) -> RetryPolicy:

@@ -16,9 +16,7 @@ from typing import Any
 
 import grpc
 
-from .. import Clock, RandomSource, Retrier, RetryPolicy
-from ._classify import GrpcClassifier
-from ._plan import Planner, ScopeKey, attempt_metadata
+from ._plan import Planner, attempt_metadata
 
 __all__ = ["SyncRetryInterceptors", "intercept_channel"]
 
@@ -69,22 +67,7 @@ class SyncRetryInterceptors(Planner):
         TypeError: an argument has the wrong type, or both ``retrier`` and ``policy``/``clock``/``rng``.
     """
 
-    def __init__(
-        self,
-        *,
-        policy: RetryPolicy | None = None,
-        retrier: Retrier | None = None,
-        classifier: GrpcClassifier | None = None,
-        target: str | None = None,
-        scope_key: ScopeKey | None = None,
-        clock: Clock | None = None,
-        rng: RandomSource | None = None,
-        name: str = "grpc",
-    ) -> None:
-        super().__init__(
-            policy=policy, retrier=retrier, classifier=classifier, target=target, scope_key=scope_key, clock=clock,
-            rng=rng, name=name,
-        )
+    def _ready(self) -> None:
         if self.policy.hedging is not None:
             raise ValueError(_HEDGING)
         self.unary_unary = _UnaryUnary(self)
