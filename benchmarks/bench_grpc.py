@@ -10,7 +10,8 @@ A grpc.aio server on 127.0.0.1 (generic handlers, bytes messages) runs in a subp
 share the client's event loop or GIL. Every call is a unary-unary echo of 16 bytes.
 
 The interceptor alone: its own work per successful call, with a continuation that answers at once (no
-network), against an interceptor that only calls its continuation.
+network), against an interceptor that only calls its continuation; with a timeout, and with hedging (a
+hedged call runs its attempts in a task group, which is most of its cost).
 
 Success path: sequential calls that all succeed, best of rounds (round-robin over the cases), per call:
 
@@ -128,10 +129,12 @@ async def alone(calls: int, rounds: int) -> None:
     details = aio.ClientCallDetails(b"/bench.Echo/Echo", None, None, None, None)
     timed = details._replace(timeout=10.0)
     noop, retry = NoOp(), RetryInterceptors().unary_unary
+    hedged = RetryInterceptors(policy=RetryPolicy(hedging=HedgingConfig(delay=0.005))).unary_unary
     cases: list[tuple[str, Once]] = [
         ("no-op interceptor", lambda: noop.intercept_unary_unary(_continuation, details, PAYLOAD)),
         ("asyncretry", lambda: retry.intercept_unary_unary(_continuation, details, PAYLOAD)),
         ("asyncretry + timeout", lambda: retry.intercept_unary_unary(_continuation, timed, PAYLOAD)),
+        ("asyncretry + hedging", lambda: hedged.intercept_unary_unary(_continuation, details, PAYLOAD)),
     ]
     best = await measure(cases, calls, rounds)
     print(f"the interceptor alone (a continuation that answers at once): best of {rounds} rounds of {calls} calls")
