@@ -463,6 +463,18 @@ async def test_interceptors_share_the_retriers_scopes_and_breaker(server: tuple[
     assert len(app.seen) == 2
 
 
+async def test_per_call_options_choose_the_scope_and_the_policy(server: tuple[Scripted, str]) -> None:
+    """call_options(scope=, policy=) puts a call in another scope under another policy (here: one attempt)."""
+    app, target = server
+    app.script = [UNAVAILABLE]
+    retry = RetryInterceptors(target=target, policy=FAST)
+    async with insecure_channel(target, retry=retry) as ch:
+        with call_options(scope="orders", policy=FAST.replace(max_attempts=1)), pytest.raises(aio.AioRpcError):
+            await ch.unary_unary(f"/{SERVICE}/Unary")(b"x")
+    assert retry.retrier.scope_keys() == ["orders"]
+    assert len(app.seen) == 1
+
+
 # ------------------------------------------------------------------------------------------ configuration
 @pytest.mark.parametrize(
     ("options", "error", "message"),

@@ -49,7 +49,6 @@ _TRIO = (
 )
 
 
-
 def refuse_trio() -> None:
     """Raise a clear error when called from trio (grpc.aio needs an asyncio event loop)."""
     try:
@@ -88,7 +87,8 @@ class _Deadline:
 
 
 def _deadline_error(attempts: Attempts) -> aio.AioRpcError:
-    """gRPC's own error for a call whose deadline passed while the engine waited (or gRPC overran it)."""
+    """gRPC's status for a call whose deadline passed while the engine waited for the next attempt, or while
+    a hedged call's attempts ran (the deadline's scope cancelled them); the history is in its notes."""
     error = aio.AioRpcError(
         grpc.StatusCode.DEADLINE_EXCEEDED, aio.Metadata(), aio.Metadata(), details="Deadline Exceeded"
     )

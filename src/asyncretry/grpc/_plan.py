@@ -114,9 +114,12 @@ class Planner:
         if options is not None:
             policy = options.policy
             if options.retry is False:
-                if self._single is None:
-                    self._single = self.policy.replace(max_attempts=1)
-                policy = self._single
+                if policy is not None:
+                    policy = policy.replace(max_attempts=1)
+                else:
+                    if self._single is None:
+                        self._single = self.policy.replace(max_attempts=1)
+                    policy = self._single
             scope = options.scope or scope
             if options.idempotent is not None:
                 idempotent = options.idempotent
