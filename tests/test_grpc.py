@@ -463,6 +463,20 @@ async def test_interceptors_share_the_retriers_scopes_and_breaker(server: tuple[
     assert len(app.seen) == 2
 
 
+async def test_resource_exhausted_reaches_the_adaptive_limiter_of_the_methods_scope(
+    server: tuple[Scripted, str],
+) -> None:
+    """In adaptive mode a RESOURCE_EXHAUSTED is a throttle for the scope's limiter, which is then enabled."""
+    app, target = server
+    app.script = [EXHAUSTED]
+    retry = RetryInterceptors(target=target, policy=FAST.replace(mode="adaptive"))
+    async with insecure_channel(target, retry=retry) as ch:
+        assert await ch.unary_unary(f"/{SERVICE}/Unary")(b"x") == b"reply:x"
+    (scope,) = retry.statistics().scopes
+    assert scope.limiter is not None
+    assert (scope.limiter.enabled, scope.limiter.updates, scope.limiter.throttles) == (True, 2, 1)
+
+
 async def test_per_call_options_choose_the_scope_and_the_policy(server: tuple[Scripted, str]) -> None:
     """call_options(scope=, policy=) puts a call in another scope under another policy (here: one attempt)."""
     app, target = server
