@@ -30,6 +30,7 @@ BENCHMARKS = (
     ("bench_redis", "Redis token bucket vs the in-process bucket"),
     ("bench_redis_fleet", "4 processes share the default adaptive profile through Redis"),
     ("bench_observability", "success path with and without OpenTelemetry"),
+    ("bench_grpc", "grpc.aio interceptors vs the bare channel and gRPC's retryPolicy; hedging a slow replica"),
 )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "asyncretry"
-INTEGRATIONS = ("httpx", "redis", "otel", "_cli", "_testserver", "_simulation")
+INTEGRATIONS = ("httpx", "redis", "grpc", "otel", "_cli", "_testserver", "_simulation")
 
 
 def _imports(path: Path) -> set[str]:
@@ -62,8 +62,8 @@ def test_the_core_imports_only_anyio() -> None:
 
     code = (
         "import sys, asyncretry; "
-        "print(sorted(m for m in ('httpx', 'redis', 'opentelemetry', 'rich', 'uvicorn', 'matplotlib', 'trio') "
-        "if m in sys.modules))"
+        "print(sorted(m for m in ('httpx', 'redis', 'opentelemetry', 'rich', 'uvicorn', 'matplotlib', 'trio', "
+        "'grpc') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
@@ -136,7 +136,9 @@ def test_no_private_name_crosses_a_package_boundary(path: Path) -> None:
     assert not bad, f"{path.relative_to(PACKAGE)}: {bad}"
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "httpx").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted([*(PACKAGE / "httpx").glob("*.py"), *(PACKAGE / "grpc").glob("*.py")]), ids=lambda p: p.name
+)
 def test_the_httpx_transport_uses_the_public_engine_api(path: Path) -> None:
     """The httpx integration imports the engine and the primitives from `asyncretry` itself, never from
     their private modules: it is a driver over the documented integration API."""
