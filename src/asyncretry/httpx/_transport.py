@@ -46,12 +46,12 @@ from .. import (
     RetrierStatistics,
     RetryPolicy,
 )
+from .._http._body import decode_bounded
+from .._http._overrides import choose_hedging, read_overrides
 from .._validate import check_bool, check_seconds
-from ._body import decode_bounded
-from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
+from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, headers_read
 from ._errors import as_httpx_error
 from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
-from ._retry_after import server_delay
 from ._streams import Remaining, Stalled, discard
 
 __all__ = [
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 _SUCCESS = OutcomeKind.SUCCESS
-_OVERRIDE_KEYS = frozenset({"retry", "policy", "scope", "idempotent", "read_body", "hedge"})
+_WHERE = f"request.extensions[{EXTENSION!r}]"
 
 ScopeKey = Callable[[httpx.Request], str]
 
@@ -100,40 +100,16 @@ class _Plan:
     def label(self) -> str:
         return describe(self.request)
 
-    def hedge(self, policy: RetryPolicy, asked: object) -> HedgingConfig | None:
-        """The hedging of this request: ``asked`` (the ``"hedge"`` override: a config, True, False or None
-        when not given), else the policy's; only for an idempotent request with a body of bytes.
-
-        Raises:
-            ValueError: hedging was asked for a request that cannot be hedged, or ``True`` without a config.
-            TypeError: the override is not a bool or a :class:`HedgingConfig`.
-        """
-        if asked is False:
-            return None
-        if asked is None or asked is True:
-            config = policy.hedging
-            if config is None:
-                if asked is True:
-                    raise ValueError(
-                        f"request.extensions[{EXTENSION!r}]['hedge'] is True but the policy has no hedging; "
-                        "give a HedgingConfig instead, or a policy with hedging=HedgingConfig(...)"
-                    )
-                return None
-        elif isinstance(asked, HedgingConfig):
-            config = asked
-        else:
-            raise TypeError(f"the 'hedge' override must be True, False or a HedgingConfig, got {asked!r}")
+    def hedge(self, policy: RetryPolicy, asked: bool | HedgingConfig | None) -> HedgingConfig | None:
+        """The hedging of this request (see :func:`choose_hedging`): only for an idempotent request with a
+        body of bytes."""
         # Two attempts at once: the request must be safe to run twice, its body sendable twice at once.
         why = None
         if type(self.request.stream) is not httpx.ByteStream:
             why = "its body is a stream or a file, which cannot be sent twice at once"
         elif not self.classifier.is_idempotent(self.request, self.idempotent_opt):
             why = "it is not idempotent (add an Idempotency-Key header, or {'idempotent': True})"
-        if why is None:
-            return config
-        if asked is None:
-            return None  # the policy hedges what it may; this request, like a retry of it, is not sent twice
-        raise ValueError(f"{describe(self.request)} cannot be hedged: {why}")
+        return choose_hedging(policy, asked, why, describe(self.request), _WHERE)
 
     def rewind(self) -> None:
         """Put a file body back where the first attempt started sending it."""
@@ -203,27 +179,19 @@ class _Base:
         plan.replay = _REPLAYABLE if type(request.stream) is httpx.ByteStream else body_replay(request)
         overrides = request.extensions.get(EXTENSION)
         if overrides is not None:
-            if not isinstance(overrides, Mapping):
-                raise TypeError(f"request.extensions[{EXTENSION!r}] must be a mapping, got {overrides!r}")
-            unknown = set(overrides) - _OVERRIDE_KEYS
-            if unknown:
-                raise ValueError(
-                    f"request.extensions[{EXTENSION!r}] has unknown keys {sorted(unknown)}; "
-                    f"allowed: {sorted(_OVERRIDE_KEYS)}"
-                )
-            if "policy" in overrides:
-                policy = overrides["policy"]
-                if not isinstance(policy, RetryPolicy):
-                    raise TypeError(f"the 'policy' override must be a RetryPolicy, got {policy!r}")
-                plan.policy = policy
-            if overrides.get("retry", True) is False:
+            options = read_overrides(overrides, _WHERE)
+            if options.policy is not None:
+                plan.policy = options.policy
+            if not options.retry:
                 if self._single is None:
                     self._single = self.policy.replace(max_attempts=1)
                 plan.policy = self._single
-            scope = overrides.get("scope", scope)
-            plan.idempotent_opt = overrides.get("idempotent")
-            plan.read_body = bool(overrides.get("read_body", plan.read_body))
-            plan.hedging = plan.hedge(plan.policy or self.policy, overrides.get("hedge"))
+            if options.scope is not None:
+                scope = options.scope
+            plan.idempotent_opt = options.idempotent
+            if options.read_body is not None:
+                plan.read_body = options.read_body
+            plan.hedging = plan.hedge(plan.policy or self.policy, options.hedge)
         elif self.policy.hedging is not None:
             plan.hedging = plan.hedge(self.policy, None)
         plan.scope = scope if scope is not None else self._scope_key(request)
@@ -231,14 +199,7 @@ class _Base:
 
     def _outcome(self, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]) -> Outcome:
         """What a response says of its attempt: its kind from status and error code, the delay the server asks."""
-        status = response.status_code
-        code = error_code_of_response(headers, body) if status >= 400 else None
-        kind, reason = self.classifier.status_kind(response, code)
-        if kind.retryable:
-            delay = server_delay(headers, self._wall_clock)
-            if delay is not None:
-                return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1])
-        return Outcome(kind, reason, result=response)
+        return self.classifier.response_outcome(response.status_code, response, headers, body, self._wall_clock)
 
     def _in_memory(self, response: httpx.Response) -> bytes | None:
         """The (decoded) body of a response that is already read, as mock transports give them;
