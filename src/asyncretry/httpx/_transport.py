@@ -48,6 +48,7 @@ from .. import (
 )
 from .._http._body import decode_bounded
 from .._http._overrides import choose_hedging, read_overrides
+from .._http._setup import build_retrier
 from .._validate import check_bool, check_seconds
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, headers_read
 from ._errors import as_httpx_error
@@ -141,16 +142,10 @@ class _Base:
         for what, value in (("scope_key", scope_key), ("wall_clock", wall_clock)):
             if value is not None and not callable(value):
                 raise TypeError(f"{what} must be callable, got {value!r}")
-        if retrier is not None:
-            if policy is not None or clock is not None or rng is not None:
-                raise TypeError("pass either retrier or policy/clock/rng, not both")
-            if not isinstance(retrier, Retrier):
-                raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
-            self.retrier = retrier
-        else:
-            self.retrier = Retrier(
-                policy, name=name, clock=clock, rng=rng, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout,
-            )
+        self.retrier = build_retrier(
+            policy=policy, retrier=retrier, clock=clock, rng=rng, name=name, max_scopes=max_scopes,
+            scope_idle_timeout=scope_idle_timeout,
+        )
         self.classifier = classifier if classifier is not None else HttpClassifier()
         if not isinstance(self.classifier, HttpClassifier):
             raise TypeError(f"classifier must be an HttpClassifier, got {classifier!r}")
