@@ -18,6 +18,7 @@ BENCHMARKS = (
     ("bench_bucket", "token bucket vs aiolimiter (issue 2)"),
     ("bench_engine", "retry engine vs tenacity, stamina, httpx-retries (issue 3)"),
     ("bench_transport", "httpx transport vs httpx-retries and the bare transport (issue 4)"),
+    ("bench_aiohttp", "aiohttp middleware vs a bare ClientSession and aiohttp-retry"),
     ("bench_floor", "the work a success must do, piece by piece, against the targets' budgets (issues 3, 4)"),
     ("bench_adaptive_http", "50 clients against a throttling local server (issue 4)"),
     ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter (issue 5)"),
