@@ -29,7 +29,6 @@ import itertools
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -37,18 +36,10 @@ from aiohttp import web
 from aiohttp_retry import ExponentialRetry, RetryClient
 
 from asyncretry.aiohttp import RetryMiddleware
-from benchmarks._common import measure
+from benchmarks._common import Row, measure, table
 from benchmarks.bench_transport import flaky_policy, full_policy
 
 Once = Callable[[], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class Row:
-    group: str
-    key: str
-    label: str
-    ns: float
 
 
 class Server:
@@ -140,23 +131,12 @@ async def run(port: int, calls: int, rounds: int) -> list[Row]:
 
 
 def render(rows: list[Row]) -> str:
-    width = max(len(r.label) for r in rows)
     lines = [
         f"asyncretry aiohttp middleware benchmark: Python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, "
         "asyncio, local server on 127.0.0.1, best of rounds",
         "",
-        f"  {'case':<{width}}  {'us/request':>10}  {'ratio':>6}  {'overhead us':>11}",
+        *table(rows),
     ]
-    for group, members in itertools.groupby(rows, key=lambda r: r.group):
-        batch = list(members)
-        reference = batch[0].ns
-        lines.append(group)
-        for index, r in enumerate(batch):
-            marker = "* " if index == 0 else "  "
-            overhead = f"{(r.ns - reference) / 1000:>11.2f}" if index else f"{'':>11}"
-            lines.append(f"{marker}{r.label:<{width}}  {r.ns / 1000:>10.2f}  {r.ns / reference:>6.2f}  {overhead}")
-        lines.append("")
-    lines.append("ratio: the row's time / its group's first row (*); overhead: the row's time minus that row's.")
     by_key = {r.key: r.ns for r in rows}
     mine = by_key["ok/ours"] - by_key["ok/bare"]
     theirs = by_key["ok/aiohttp-retry"] - by_key["ok/bare"]

@@ -129,22 +129,10 @@ def certificate_failure(error: BaseException) -> bool:
 # ------------------------------------------------------------------------------------- the rules
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HttpRules:
-    """How the HTTP integrations judge outcomes (the options every client's ``HttpClassifier`` has).
+    """How the HTTP integrations judge outcomes: the options and rules of every client's ``HttpClassifier``.
 
-    Args:
-        transient_statuses: status codes retried as transient (default 500, 502, 503, 504, 408).
-        throttling_statuses: status codes retried as throttling (default 429, 509).
-        throttling_codes: AWS-style error codes meaning throttling, found in the ``x-amzn-ErrorType``
-            header or a JSON/XML error body (default: AWS's; a 4xx or 5xx with one is throttling).
-        transient_codes: error codes meaning a transient failure (default: AWS's).
-        read_error_bodies: whether small JSON/XML error bodies (status >= 400) are read to find an
-            error code. The bytes are kept and handed on, so streaming callers see the whole body.
-        max_error_body: the largest error body read for that (bytes, default 65,536).
-        retry_if_response: a predicate over responses that decides first: an :class:`OutcomeKind`,
-            ``True``/a reason string (transient), ``False`` (not retried), or ``None`` (use the rules).
-        idempotent_methods: methods retried even after they may have reached the server.
-        idempotency_header: a header that makes any request idempotent (default ``Idempotency-Key``).
-        retry_non_idempotent: retry every method as if idempotent (default ``False``).
+    The options are documented on ``asyncretry.httpx.HttpClassifier`` (users construct a client's
+    classifier, never this class).
     """
 
     transient_statuses: frozenset[int] = frozenset({500, 502, 503, 504, 408})

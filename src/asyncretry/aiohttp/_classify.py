@@ -34,23 +34,12 @@ _CONNECTION = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HttpClassifier(HttpRules):
-    """How the aiohttp middleware judges HTTP outcomes: the same options as ``asyncretry.httpx.HttpClassifier``.
+    """How the aiohttp middleware judges HTTP outcomes.
 
-    Args:
-        transient_statuses: status codes retried as transient (default 500, 502, 503, 504, 408).
-        throttling_statuses: status codes retried as throttling (default 429, 509).
-        throttling_codes: AWS-style error codes meaning throttling, found in the ``x-amzn-ErrorType``
-            header or a JSON/XML error body (default: AWS's; a 4xx or 5xx with one is throttling).
-        transient_codes: error codes meaning a transient failure (default: AWS's).
-        read_error_bodies: whether small JSON/XML error bodies (status >= 400) are read to find an
-            error code. aiohttp keeps the bytes read, so ``await response.read()`` still gives them.
-        max_error_body: the largest error body read for that (bytes, default 65,536).
-        retry_if_response: a predicate over responses (``aiohttp.ClientResponse``) that decides first:
-            an :class:`OutcomeKind`, ``True``/a reason string (transient), ``False`` (not retried), or
-            ``None`` (use the rules).
-        idempotent_methods: methods retried even after they may have reached the server.
-        idempotency_header: a header that makes any request idempotent (default ``Idempotency-Key``).
-        retry_non_idempotent: retry every method as if idempotent (default ``False``).
+    It takes the options of ``asyncretry.httpx.HttpClassifier`` (statuses, error codes, error bodies,
+    idempotency), with the same defaults and checks; its ``retry_if_response`` predicate is given the
+    ``aiohttp.ClientResponse``. Error bodies are read only when their length is known and they are not
+    compressed (see the middleware).
     """
 
     def error_outcome(self, error: Exception) -> Outcome | None:

@@ -40,8 +40,7 @@ from .. import (
 from .._http._overrides import NO_OVERRIDES, Overrides, read_overrides
 from .._http._report import RetryInfo
 from .._http._rules import read_headers
-from .._http._setup import build_retrier
-from .._validate import check_bool, check_seconds
+from .._http._setup import build_retrier, check_options, error_body_budget
 from ._classify import HttpClassifier, body_replayable
 from ._errors import as_aiohttp_error
 from ._report import describe, report, scope_by_origin
@@ -151,11 +150,9 @@ class RetryMiddleware:
         error_body_timeout: float = 0.25,
     ) -> None:
         refuse_trio()
-        self.read_body = check_bool("read_body", read_body)
-        self.error_body_timeout = check_seconds("error_body_timeout", error_body_timeout)
-        for what, value in (("scope_key", scope_key), ("wall_clock", wall_clock)):
-            if value is not None and not callable(value):
-                raise TypeError(f"{what} must be callable, got {value!r}")
+        self.read_body, self.error_body_timeout = check_options(
+            read_body=read_body, error_body_timeout=error_body_timeout, scope_key=scope_key, wall_clock=wall_clock,
+        )
         self.retrier = build_retrier(
             policy=policy, retrier=retrier, clock=clock, rng=rng, name=name, max_scopes=max_scopes,
             scope_idle_timeout=scope_idle_timeout,
@@ -277,10 +274,7 @@ class RetryMiddleware:
         Raises:
             aiohttp.SocketTimeoutError: the body did not come in time.
         """
-        budget = self.error_body_timeout
-        remaining = attempts.remaining(self.retrier.clock.now())
-        if remaining is not None:
-            budget = min(budget, remaining / 2)  # leave time to judge and answer
+        budget = error_body_budget(self.error_body_timeout, attempts.remaining(self.retrier.clock.now()))
         with anyio.move_on_after(budget):
             return await response.read()
         response.close()  # what came is lost with it: the caller never gets a silently short body

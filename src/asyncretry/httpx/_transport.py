@@ -48,8 +48,7 @@ from .. import (
 )
 from .._http._body import decode_bounded
 from .._http._overrides import choose_hedging, read_overrides
-from .._http._setup import build_retrier
-from .._validate import check_bool, check_seconds
+from .._http._setup import build_retrier, check_options, error_body_budget
 from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, headers_read
 from ._errors import as_httpx_error
 from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
@@ -137,11 +136,9 @@ class _Base:
         read_body: bool,
         error_body_timeout: float,
     ) -> None:
-        self.read_body = check_bool("read_body", read_body)
-        self.error_body_timeout = check_seconds("error_body_timeout", error_body_timeout)
-        for what, value in (("scope_key", scope_key), ("wall_clock", wall_clock)):
-            if value is not None and not callable(value):
-                raise TypeError(f"{what} must be callable, got {value!r}")
+        self.read_body, self.error_body_timeout = check_options(
+            read_body=read_body, error_body_timeout=error_body_timeout, scope_key=scope_key, wall_clock=wall_clock,
+        )
         self.retrier = build_retrier(
             policy=policy, retrier=retrier, clock=clock, rng=rng, name=name, max_scopes=max_scopes,
             scope_idle_timeout=scope_idle_timeout,
@@ -406,10 +403,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     async def _peek_body(self, response: httpx.Response, attempts: Attempts) -> tuple[httpx.Response, bytes | None]:
         """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout``, kept for the caller."""
         limit = self.classifier.max_error_body
-        budget = self.error_body_timeout
-        remaining = attempts.remaining(self.retrier.clock.now())
-        if remaining is not None:
-            budget = min(budget, remaining / 2)  # never past the deadline: leave time to judge and answer
+        budget = error_body_budget(self.error_body_timeout, attempts.remaining(self.retrier.clock.now()))
         chunks: list[bytes] = []
         size = 0
         stream = response.stream
