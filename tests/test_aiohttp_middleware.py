@@ -416,3 +416,52 @@ async def test_retry_info_of_a_foreign_response_is_a_lookup_error(server: FaultS
     async with aiohttp.ClientSession() as client, client.get(server.url + "/plain") as resp:
         with pytest.raises(LookupError, match="RetryMiddleware"):
             retry_info(resp)
+
+
+async def test_adaptive_mode_against_a_capacity_limit(server: FaultServer, app: FaultyApp) -> None:
+    """20 concurrent clients in adaptive mode against a 100 req/s server: every call ends in a response or an
+    aiohttp error with its history, and the limiter turned itself on."""
+    app.configure(ServerConfig(capacity=100.0, retry_after=None))
+    app.reset()
+    policy = RetryPolicy(mode="adaptive", max_attempts=3, max_server_delay=0.2, deadline=0.3)
+    middleware = RetryMiddleware(policy=policy)
+    outcomes: list[int | str] = []
+    untraced: list[Exception] = []
+
+    async def worker(client: aiohttp.ClientSession) -> None:
+        deadline = anyio.current_time() + 0.5
+        while anyio.current_time() < deadline:
+            try:
+                async with client.get(server.url + "/cap") as resp:
+                    outcomes.append(resp.status)
+            except aiohttp.ClientError as error:
+                outcomes.append(type(error).__name__)
+                if history_of(error) is None:
+                    untraced.append(error)
+
+    async with session(middleware) as client, anyio.create_task_group() as tg:
+        for _ in range(20):
+            tg.start_soon(worker, client)
+    limiter = middleware.statistics().scopes[0].limiter
+    assert untraced == []
+    assert outcomes.count(200) > 0
+    assert limiter is not None
+    assert limiter.enabled
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "delay"),
+    [
+        ("Retry-After", "0", 0.0),
+        ("Retry-After", "Sun, 06 Nov 1994 08:49:37 GMT", 0.0),  # a date already past: at once
+        ("retry-after-ms", "150", 0.15),
+        ("Retry-After", "soon", 0.005),  # not a delay: the backoff
+    ],
+)
+async def test_retry_after_in_every_form(header: str, value: str, delay: float) -> None:
+    """Retry-After as seconds or an HTTP-date, retry-after-ms, and garbage (the backoff), over a real socket."""
+    answers = [response(503, {header: value}), response(200, body=b"ok")]
+    with RawServer(lambda n: answers[min(n - 1, 1)]) as raw:
+        async with session() as client, client.get(raw.url) as resp:
+            assert resp.status == 200
+            assert retry_info(resp).total_delay == pytest.approx(delay)

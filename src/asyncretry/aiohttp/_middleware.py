@@ -31,6 +31,7 @@ from .. import (
     Attempt,
     Attempts,
     Clock,
+    Outcome,
     OutcomeKind,
     RandomSource,
     Retrier,
@@ -87,7 +88,7 @@ class _Plan:
         # Looked at before the first send: a file aiohttp cannot rewind is known now.
         self.replayable = body_replayable(request)
 
-    def judge(self, outcome: Any) -> Any:
+    def judge(self, outcome: Outcome) -> Outcome:
         """Whether this request may be sent again after a failed attempt (the engine asks on every path)."""
         if not outcome.kind.retryable:
             return outcome
