@@ -17,6 +17,9 @@ Groups:
   ``ClientSession(middlewares=[RetryMiddleware()])`` with everything on (the retry quota, a circuit
   breaker, the full HTTP classification); aiohttp-retry's ``RetryClient`` (``ExponentialRetry``, which
   checks the status and the exception type).
+* ``the middleware alone``: the middleware called directly with a handler that returns a fixed 200 at
+  once (no socket, no session), against a middleware that only calls the handler: the layer's own cost,
+  free of the network's noise. aiohttp-retry wraps the session, not the handler, so it has no such row.
 * ``503, 503, 200``: two 503s then a 200 with zero backoff, for both retry layers (ours: the quota and
   a breaker that such a sequence does not trip, as in ``bench_transport``).
 """
@@ -34,6 +37,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from aiohttp_retry import ExponentialRetry, RetryClient
+from yarl import URL
 
 from asyncretry.aiohttp import RetryMiddleware
 from benchmarks._common import Row, measure, table
@@ -98,6 +102,29 @@ def get(session: aiohttp.ClientSession | RetryClient, url: str, client: str = ""
     return once
 
 
+class Answered:
+    """What the stub handler returns: a response that is a plain 200 (all the success path reads of it)."""
+
+    status = 200
+
+
+def alone(middleware: Callable[[aiohttp.ClientRequest, Any], Awaitable[Any]]) -> Once:
+    request = aiohttp.ClientRequest("GET", URL("http://127.0.0.1:9/ok"))
+    answered = Answered()
+
+    async def handler(request: aiohttp.ClientRequest) -> Any:
+        return answered
+
+    async def once() -> None:
+        await middleware(request, handler)
+
+    return once
+
+
+async def passthrough(request: aiohttp.ClientRequest, handler: Any) -> Any:
+    return await handler(request)
+
+
 async def run(port: int, calls: int, rounds: int) -> list[Row]:
     base = f"http://127.0.0.1:{port}"
     bare = aiohttp.ClientSession()
@@ -112,6 +139,10 @@ async def run(port: int, calls: int, rounds: int) -> list[Row]:
             ("ok/ours", "asyncretry RetryMiddleware (quota, breaker)", get(with_middleware, base + "/ok")),
             ("ok/aiohttp-retry", "aiohttp-retry RetryClient (ExponentialRetry)", get(theirs, base + "/ok")),
         ], calls),
+        ("the middleware alone", [
+            ("alone/passthrough", "a middleware that only calls the handler", alone(passthrough)),
+            ("alone/ours", "asyncretry RetryMiddleware (quota, breaker)", alone(RetryMiddleware(policy=full_policy()))),
+        ], calls * 5),
         ("503, 503, 200", [
             ("503/aiohttp-retry", "aiohttp-retry: 503, 503, 200 (start_timeout=0)",
              get(theirs, base + "/flaky", "theirs")),
@@ -143,6 +174,8 @@ def render(rows: list[Row]) -> str:
     lines.append(f"  success path: ours adds {mine / 1000:.2f} us, aiohttp-retry adds {theirs / 1000:.2f} us "
                  f"(ours / bare = {by_key['ok/ours'] / by_key['ok/bare']:.3f}, "
                  f"aiohttp-retry / bare = {by_key['ok/aiohttp-retry'] / by_key['ok/bare']:.3f})")
+    lines.append(f"  the middleware alone adds {(by_key['alone/ours'] - by_key['alone/passthrough']) / 1000:.2f} us "
+                 "over a passthrough middleware")
     lines.append(f"  503, 503, 200: ours / aiohttp-retry = {by_key['503/ours'] / by_key['503/aiohttp-retry']:.3f}")
     return "\n".join(lines)
 

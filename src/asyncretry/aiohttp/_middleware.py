@@ -79,14 +79,12 @@ def refuse_trio() -> None:
 class _Plan:
     """What the middleware settled for one request before sending it, and its one judge."""
 
-    __slots__ = ("classifier", "idempotent", "replayable", "request")
+    __slots__ = ("classifier", "idempotent", "request")
 
     def __init__(self, request: ClientRequest, classifier: HttpClassifier, idempotent: bool | None) -> None:
         self.request = request
         self.classifier = classifier
         self.idempotent = idempotent
-        # Looked at before the first send: a file aiohttp cannot rewind is known now.
-        self.replayable = body_replayable(request)
 
     def judge(self, outcome: Outcome) -> Outcome:
         """Whether this request may be sent again after a failed attempt (the engine asks on every path)."""
@@ -95,7 +93,9 @@ class _Plan:
         return self.classifier.may_resend(
             outcome,
             idempotent=self.classifier.is_idempotent(self.request, self.idempotent),
-            replayable=self.replayable and body_replayable(self.request),  # and not used up by the last send
+            # Asked after the send: aiohttp marks a body it could not rewind (a stream, a file that cannot
+            # seek) as consumed once sent, and a streamed upload is never replayable.
+            replayable=body_replayable(self.request),
         )
 
     def label(self) -> str:
