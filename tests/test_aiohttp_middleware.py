@@ -360,6 +360,7 @@ async def test_per_request_options(server: FaultServer, app: FaultyApp) -> None:
         ({"policy": {}}, TypeError, "'policy' override must be a RetryPolicy"),
         ({"hedge": True}, ValueError, "cannot hedge"),
         ({"hedge": HedgingConfig(delay=0.1)}, ValueError, "cannot hedge"),
+        ({"policy": RetryPolicy(hedging=HedgingConfig(delay=0.1))}, ValueError, "cannot hedge"),
     ],
 )
 async def test_bad_options_are_refused_naming_them(options: dict[str, Any], error: type[Exception], match: str) -> None:

@@ -192,7 +192,7 @@ class RetryMiddleware:
             TypeError, ValueError: an unknown option or a value of the wrong type.
         """
         checked = read_overrides(options, _OPTIONS)
-        if checked.hedge not in (None, False):
+        if checked.hedge not in (None, False) or (checked.policy is not None and checked.policy.hedging is not None):
             raise ValueError(_NO_HEDGING)
         return _WithOptions(self, checked)
 
