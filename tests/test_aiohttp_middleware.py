@@ -466,3 +466,27 @@ async def test_retry_after_in_every_form(header: str, value: str, delay: float) 
         async with session() as client, client.get(raw.url) as resp:
             assert resp.status == 200
             assert retry_info(resp).total_delay == pytest.approx(delay)
+
+
+async def test_each_retry_is_an_event_on_the_callers_span(server: FaultServer, app: FaultyApp) -> None:
+    """With OpenTelemetry instrumented, the caller's span gets an asyncretry.retry event per retry (through the
+    engine, as for every integration)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from asyncretry import otel
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        with otel.instrument(), provider.get_tracer("tests").start_as_current_span("fetch"):
+            async with session() as client, client.get(server.url + "/s", headers=headers("o1", "503,ok")) as resp:
+                assert resp.status == 200
+    finally:
+        provider.shutdown()
+    (span,) = exporter.get_finished_spans()
+    retries = [dict(event.attributes or {}) for event in span.events if event.name == "asyncretry.retry"]
+    assert len(retries) == 1
+    assert retries[0]["asyncretry.outcome"] == "transient"
