@@ -15,9 +15,20 @@ from aiohttp import payload
 from aiohttp.client_reqrep import ConnectionKey
 from yarl import URL
 
-from asyncretry import Outcome, OutcomeKind
+from asyncretry import (
+    AsyncRetryError,
+    AttemptTimeout,
+    BackendUnavailable,
+    CircuitOpenError,
+    Outcome,
+    OutcomeKind,
+    RateLimitTimeout,
+    RetryBudgetExceeded,
+    RetryCapacityExceeded,
+)
 from asyncretry.aiohttp import HttpClassifier
 from asyncretry.aiohttp._classify import body_replayable
+from asyncretry.aiohttp._errors import as_aiohttp_error
 from asyncretry.httpx import HttpClassifier as HttpxClassifier
 
 KEY = ConnectionKey("api.test", 443, True, True, None, None, None)
@@ -143,3 +154,24 @@ def test_the_final_reason_says_why() -> None:
                                           replayable=False)
     assert outcome.kind is OutcomeKind.NOT_RETRYABLE
     assert outcome.reason == "HTTP 503 (the request body cannot be replayed)"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RetryCapacityExceeded(available=1.0, cost=5.0), RetryBudgetExceeded(available=0.0),
+        RateLimitTimeout(name="limiter", wait=2.0, timeout=1.0),
+        CircuitOpenError(name="breaker", state="open", retry_after=5.0), BackendUnavailable("redis down"),
+        AttemptTimeout(1.0),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_every_error_asyncretry_decides_is_an_aiohttp_client_error(error: AsyncRetryError) -> None:
+    """Each client-side refusal becomes, as the same object, an aiohttp.ClientError that is still the asyncretry
+    error (attributes kept)."""
+    before = dict(vars(error))
+    same = as_aiohttp_error(error)
+    assert same is error
+    assert isinstance(same, aiohttp.ClientError)
+    assert isinstance(same, AsyncRetryError)
+    assert vars(same) == before
