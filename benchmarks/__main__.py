@@ -18,6 +18,7 @@ BENCHMARKS = (
     ("bench_bucket", "token bucket vs aiolimiter"),
     ("bench_engine", "retry engine vs tenacity, stamina, httpx-retries"),
     ("bench_transport", "httpx transport vs httpx-retries and the bare transport"),
+    ("bench_aiohttp", "aiohttp middleware vs a bare ClientSession and aiohttp-retry"),
     ("bench_floor", "the work a success must do, piece by piece, against the targets' budgets"),
     ("bench_adaptive_http", "50 clients against a throttling local server"),
     ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter"),

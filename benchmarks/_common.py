@@ -6,6 +6,7 @@ import gc
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 Once = Callable[[], Awaitable[Any]]
@@ -63,3 +64,30 @@ def server_url(line: str) -> str:
     if not url.startswith("http://"):
         raise RuntimeError(f"the server did not start: {url!r}")
     return url
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One measured case: its group, key, label and time per call (ns)."""
+
+    group: str
+    key: str
+    label: str
+    ns: float
+
+
+def table(rows: Sequence[Row], unit: str = "us/request") -> list[str]:
+    """The rows as a table, group by group, each against its group's first row (ratio and overhead)."""
+    width = max(len(r.label) for r in rows)
+    lines = [f"  {'case':<{width}}  {unit:>10}  {'ratio':>6}  {'overhead us':>11}"]
+    for group, members in itertools.groupby(rows, key=lambda r: r.group):
+        batch = list(members)
+        reference = batch[0].ns
+        lines.append(group)
+        for index, r in enumerate(batch):
+            marker = "* " if index == 0 else "  "
+            overhead = f"{(r.ns - reference) / 1000:>11.2f}" if index else f"{'':>11}"
+            lines.append(f"{marker}{r.label:<{width}}  {r.ns / 1000:>10.2f}  {r.ns / reference:>6.2f}  {overhead}")
+        lines.append("")
+    lines.append("ratio: the row's time / its group's first row (*); overhead: the row's time minus that row's.")
+    return lines

@@ -55,9 +55,9 @@ from asyncretry import (
     RetryQuotaConfig,
     RetryScheduled,
 )
+from asyncretry._http._retry_after import server_delay
 from asyncretry.httpx import AsyncRetryTransport, HttpClassifier, RetryInfo, scope_by_origin
 from asyncretry.httpx._classify import error_code_of_response, headers_read
-from asyncretry.httpx._retry_after import server_delay
 from benchmarks._common import Once, measure, ok
 from benchmarks.bench_engine import success_cases
 from benchmarks.bench_transport import Fixed, flaky_policy

@@ -39,7 +39,7 @@ from httpx_retries import RetryTransport as HttpxRetriesTransport
 
 from asyncretry import CircuitBreakerConfig, NoBackoff, RetryPolicy, RetryQuotaConfig
 from asyncretry.httpx import AsyncRetryTransport
-from benchmarks._common import Once, measure
+from benchmarks._common import Once, Row, measure, table
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +47,6 @@ class Case:
     key: str
     label: str
     once: Once
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    group: str
-    key: str
-    label: str
-    ns: float
 
 
 class Fixed(httpx.AsyncBaseTransport):
@@ -176,23 +168,12 @@ async def run(calls: int, rounds: int) -> list[Row]:
 
 
 def render(rows: list[Row]) -> str:
-    width = max(len(r.label) for r in rows)
     lines = [
         f"asyncretry httpx transport benchmark: Python {sys.version.split()[0]}, httpx {httpx.__version__}, "
         "asyncio, best of rounds",
         "",
-        f"  {'case':<{width}}  {'us/request':>10}  {'ratio':>6}  {'overhead us':>11}",
+        *table(rows),
     ]
-    for group, members in itertools.groupby(rows, key=lambda r: r.group):
-        batch = list(members)
-        reference = batch[0].ns
-        lines.append(group)
-        for index, r in enumerate(batch):
-            marker = "* " if index == 0 else "  "
-            overhead = f"{(r.ns - reference) / 1000:>11.2f}" if index else f"{'':>11}"
-            lines.append(f"{marker}{r.label:<{width}}  {r.ns / 1000:>10.2f}  {r.ns / reference:>6.2f}  {overhead}")
-        lines.append("")
-    lines.append("ratio: the row's time / its group's first row (*); overhead: the row's time minus that row's.")
     by_key = {r.key: r.ns for r in rows}
     checks = [
         ("client", "success path via AsyncClient"),

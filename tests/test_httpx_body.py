@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncretry.httpx._body import MAX_JSON_DEPTH, body_text, code_in_body, decode_bounded, json_depth
+from asyncretry._http._body import MAX_JSON_DEPTH, body_text, code_in_body, decode_bounded, json_depth
 
 DOCUMENT = b'{"__type": "ThrottlingException", "message": "slow down"}'
 BOMB_SIZE = 60_000_000  # decoded bytes: a 61 KB gzip body that decodes to 60 MB

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncretry import RetryPolicy
+from asyncretry._http._retry_after import LONGEST_DELAY
+from asyncretry._http._retry_after import http_date as read_http_date
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport, server_delay
-from asyncretry.httpx._retry_after import LONGEST_DELAY
-from asyncretry.httpx._retry_after import http_date as read_http_date
 from asyncretry.testing import fixed_random, test_mode
 
 URL = "https://api.test/items"

@@ -146,3 +146,18 @@ def test_the_httpx_transport_uses_the_public_engine_api(path: Path) -> None:
         name for name in _imports(path) if name.startswith(("asyncretry._engine", "asyncretry._primitives"))
     )
     assert not bad, f"{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("path", _files("_http"), ids=lambda p: p.name)
+def test_the_shared_http_rules_import_no_http_client(path: Path) -> None:
+    """The HTTP rules every integration shares import no client (httpx, aiohttp), no integration, and the
+    parsers the engine uses (``_retry_after``, ``_body``) import nothing of asyncretry at all."""
+    names = _imports(path)
+    bad = {
+        name for name in names
+        if name.split(".")[0] in ("httpx", "aiohttp", "redis", "opentelemetry")
+        or any(name.startswith(f"asyncretry.{part}") for part in (*INTEGRATIONS, "aiohttp"))
+    }
+    if path.name in ("_retry_after.py", "_body.py", "__init__.py"):
+        bad |= {name for name in names if name.startswith("asyncretry")}
+    assert not bad, f"{path.name} imports {sorted(bad)}"

@@ -26,8 +26,11 @@ classifier: the engine lets them through untouched.
 
 from __future__ import annotations
 
+import inspect
 import socket
 import ssl
+import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +39,7 @@ from .._exceptions import AsyncRetryError
 from .._primitives._kinds import OutcomeKind
 from .._validate import check_bool, check_items, check_str
 from ._botocore import AWS_TRANSIENT_STATUSES, amz_retry_after_of, botocore_error_kind, response_metadata, status_of
+from ._server_delay import server_delay_of
 
 __all__ = [
     "AWS_THROTTLING_CODES",
@@ -120,7 +124,7 @@ def error_code_of(error: BaseException) -> str | None:
     ``error.response["Error"]["Code"]``.
     """
     for attribute in ("error_code", "code"):
-        value = getattr(error, attribute, None)
+        value = _attribute(error, attribute)
         if isinstance(value, str) and value:
             return value
     response = getattr(error, "response", None)
@@ -131,6 +135,19 @@ def error_code_of(error: BaseException) -> str | None:
             if isinstance(code, str) and code:
                 return code
     return None
+
+
+def _attribute(error: BaseException, name: str) -> object:
+    """``error.<name>``, or ``None``; a property is read without the DeprecationWarning it may give
+    (aiohttp's ``ClientResponseError.code`` is a deprecated alias of its status)."""
+    if not isinstance(inspect.getattr_static(error, name, None), property):
+        return getattr(error, name, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return getattr(error, name, None)
+        except Exception:  # a property that raises: no code
+            return None
 
 
 def _types(name: str, value: Iterable[type[BaseException]] | type[BaseException]) -> tuple[type[BaseException], ...]:
@@ -163,6 +180,13 @@ class Classifier:
         transient_codes: service error codes meaning a transient failure (default: AWS's).
         network_errors: whether built-in connection errors and :class:`TimeoutError` are retried
             (default ``True``).
+        wall_clock: the wall-clock time in seconds since the epoch, for a ``Retry-After`` HTTP-date an
+            exception carries (default :func:`time.time`).
+
+    An exception classified as retryable may also ask for a delay before the retry: a ``retry_after``
+    attribute (seconds, a :class:`~datetime.timedelta` or a ``Retry-After`` value), or the
+    ``Retry-After`` of the response it carries (httpx's ``HTTPStatusError``, aiohttp's
+    ``ClientResponseError``); the policy caps it (``max_server_delay``) and the deadline bounds it.
     """
 
     transient: tuple[type[BaseException], ...] = ()
@@ -174,6 +198,7 @@ class Classifier:
     throttling_codes: frozenset[str] = AWS_THROTTLING_CODES
     transient_codes: frozenset[str] = AWS_TRANSIENT_CODES
     network_errors: bool = True
+    wall_clock: Callable[[], float] | None = None
     _has_codes: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
@@ -187,10 +212,21 @@ class Classifier:
             if value is not None and not callable(value):
                 raise TypeError(f"{name} must be callable or None, got {value!r}")
         check_bool("network_errors", self.network_errors)
+        if self.wall_clock is not None and not callable(self.wall_clock):
+            raise TypeError(f"wall_clock must be callable or None, got {self.wall_clock!r}")
         object.__setattr__(self, "_has_codes", bool(self.throttling_codes or self.transient_codes))
 
     def classify_error(self, error: Exception) -> Outcome:
-        """Classify an exception raised by an attempt."""
+        """Classify an exception raised by an attempt (with the delay it asks for, when retryable)."""
+        outcome = self._error_kind(error)
+        if outcome.kind.retryable and outcome.server_delay is None:
+            delay = server_delay_of(error, self.wall_clock if self.wall_clock is not None else time.time)
+            if delay is not None:
+                return Outcome(outcome.kind, outcome.reason, error, server_delay=delay[0],
+                               server_delay_is_hint=delay[1])
+        return outcome
+
+    def _error_kind(self, error: Exception) -> Outcome:
         name = type(error).__name__
         if self.never and isinstance(error, self.never):
             return Outcome(OutcomeKind.NOT_RETRYABLE, name, error)

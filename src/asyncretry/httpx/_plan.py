@@ -11,6 +11,7 @@ from collections.abc import Callable
 import httpx
 
 from .. import HedgingConfig, Outcome, RetryPolicy, parse_overrides
+from .._http._overrides import choose_hedging
 from ._classify import HttpClassifier, Replay, body_replay
 from ._report import EXTENSION, describe
 
@@ -52,36 +53,19 @@ class Plan:
         return describe(self.request)
 
     def hedge(self, policy: RetryPolicy, asked: bool | HedgingConfig | None) -> HedgingConfig | None:
-        """The hedging of this request: ``asked`` (the ``"hedge"`` override: a config, True, False or None
-        when not given), else the policy's; only for an idempotent request with a body of bytes.
+        """The hedging of this request (see :func:`choose_hedging`): only for an idempotent request with a
+        body of bytes.
 
         Raises:
             ValueError: hedging was asked for a request that cannot be hedged, or ``True`` without a config.
         """
-        if asked is False:
-            return None
-        if asked is None or asked is True:
-            config = policy.hedging
-            if config is None:
-                if asked is True:
-                    raise ValueError(
-                        f"{WHERE}['hedge'] is True but the policy has no hedging; "
-                        "give a HedgingConfig instead, or a policy with hedging=HedgingConfig(...)"
-                    )
-                return None
-        else:
-            config = asked
         # Two attempts at once: the request must be safe to run twice, its body sendable twice at once.
         why = None
         if type(self.request.stream) is not httpx.ByteStream:
             why = "its body is a stream or a file, which cannot be sent twice at once"
         elif not self.classifier.is_idempotent(self.request, self.idempotent_opt):
             why = "it is not idempotent (add an Idempotency-Key header, or {'idempotent': True})"
-        if why is None:
-            return config
-        if asked is None:
-            return None  # the policy hedges what it may; this request, like a retry of it, is not sent twice
-        raise ValueError(f"{WHERE}['hedge'] is {asked!r}, but {describe(self.request)} cannot be hedged: {why}")
+        return choose_hedging(policy, asked, why, describe(self.request), WHERE)
 
     def rewind(self) -> None:
         """Put a file body back where the first attempt started sending it."""

@@ -46,14 +46,13 @@ from .. import (
     RetrierStatistics,
     RetryPolicy,
 )
-from .._validate import check_bool, check_seconds
-from ._body import decode_bounded
-from ._classify import HttpClassifier, PrefixedStream, error_code_of_response, headers_read
+from .._http._body import decode_bounded
+from .._http._setup import build_retrier, check_options, error_body_budget
+from ._classify import HttpClassifier, PrefixedStream, headers_read
 from ._detached import send_detached
 from ._errors import as_httpx_error
 from ._plan import Plan, plan_request
 from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
-from ._retry_after import server_delay
 from ._streams import Remaining, Stalled, discard
 
 __all__ = [
@@ -90,21 +89,13 @@ class _Base:
         read_body: bool,
         error_body_timeout: float,
     ) -> None:
-        self.read_body = check_bool("read_body", read_body)
-        self.error_body_timeout = check_seconds("error_body_timeout", error_body_timeout)
-        for what, value in (("scope_key", scope_key), ("wall_clock", wall_clock)):
-            if value is not None and not callable(value):
-                raise TypeError(f"{what} must be callable, got {value!r}")
-        if retrier is not None:
-            if policy is not None or clock is not None or rng is not None:
-                raise TypeError("pass either retrier or policy/clock/rng, not both")
-            if not isinstance(retrier, Retrier):
-                raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
-            self.retrier = retrier
-        else:
-            self.retrier = Retrier(
-                policy, name=name, clock=clock, rng=rng, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout,
-            )
+        self.read_body, self.error_body_timeout = check_options(
+            read_body=read_body, error_body_timeout=error_body_timeout, scope_key=scope_key, wall_clock=wall_clock,
+        )
+        self.retrier = build_retrier(
+            policy=policy, retrier=retrier, clock=clock, rng=rng, name=name, max_scopes=max_scopes,
+            scope_idle_timeout=scope_idle_timeout,
+        )
         self.classifier = classifier if classifier is not None else HttpClassifier()
         if not isinstance(self.classifier, HttpClassifier):
             raise TypeError(f"classifier must be an HttpClassifier, got {classifier!r}")
@@ -137,14 +128,7 @@ class _Base:
 
     def _outcome(self, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]) -> Outcome:
         """What a response says of its attempt: its kind from status and error code, the delay the server asks."""
-        status = response.status_code
-        code = error_code_of_response(headers, body) if status >= 400 else None
-        kind, reason = self.classifier.status_kind(response, code)
-        if kind.retryable:
-            delay = server_delay(headers, self._wall_clock)
-            if delay is not None:
-                return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1])
-        return Outcome(kind, reason, result=response)
+        return self.classifier.response_outcome(response.status_code, response, headers, body, self._wall_clock)
 
     def _in_memory(self, response: httpx.Response) -> bytes | None:
         """The (decoded) body of a response that is already read, as mock transports give them;
@@ -363,10 +347,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     async def _peek_body(self, response: httpx.Response, attempts: Attempts) -> tuple[httpx.Response, bytes | None]:
         """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout``, kept for the caller."""
         limit = self.classifier.max_error_body
-        budget = self.error_body_timeout
-        remaining = attempts.remaining(self.retrier.clock.now())
-        if remaining is not None:
-            budget = min(budget, remaining / 2)  # never past the deadline: leave time to judge and answer
+        budget = error_body_budget(self.error_body_timeout, attempts.remaining(self.retrier.clock.now()))
         chunks: list[bytes] = []
         size = 0
         stream = response.stream

@@ -15,13 +15,16 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-__all__ = ["LONGEST_DELAY", "ServerDelay", "http_date", "server_delay"]
+__all__ = ["DELAY_HEADERS", "LONGEST_DELAY", "ServerDelay", "http_date", "server_delay"]
 
 ServerDelay = tuple[float, bool]
 """(seconds, is_hint): ``is_hint`` is True for ``x-amz-retry-after``, which the engine clamps to the backoff."""
 
 LONGEST_DELAY = 1e9
 """The longest delay read from a header, in seconds (about 31 years): larger numbers are cut to it."""
+
+DELAY_HEADERS = ("retry-after-ms", "retry-after", "x-amz-retry-after")
+"""The headers :func:`server_delay` reads, in the order it asks them (lower-case names)."""
 
 _INTEGER = re.compile(r"[0-9]+")
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")

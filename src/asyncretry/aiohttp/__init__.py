@@ -1,0 +1,38 @@
+"""asyncretry for aiohttp: one middleware makes every request of a session resilient (asyncio only).
+
+    session = aiohttp.ClientSession(middlewares=[RetryMiddleware()])
+
+See :class:`RetryMiddleware` for the options, :func:`retry_info` for what it reports on each response.
+"""
+
+from __future__ import annotations
+
+from .._http._rules import error_code_of_response as error_code_of_response
+from ._classify import HttpClassifier as HttpClassifier
+from ._errors import AttemptTimeoutError as AttemptTimeoutError
+from ._errors import BackendUnavailableError as BackendUnavailableError
+from ._errors import CircuitOpenClientError as CircuitOpenClientError
+from ._errors import RateLimitTimeoutError as RateLimitTimeoutError
+from ._errors import RetryBudgetExceededError as RetryBudgetExceededError
+from ._errors import RetryCapacityExceededError as RetryCapacityExceededError
+from ._middleware import RetryMiddleware as RetryMiddleware
+from ._report import RetryInfo as RetryInfo
+from ._report import describe as describe
+from ._report import retry_info as retry_info
+from ._report import scope_by_origin as scope_by_origin
+
+__all__ = [
+    "AttemptTimeoutError",
+    "BackendUnavailableError",
+    "CircuitOpenClientError",
+    "HttpClassifier",
+    "RateLimitTimeoutError",
+    "RetryBudgetExceededError",
+    "RetryCapacityExceededError",
+    "RetryInfo",
+    "RetryMiddleware",
+    "describe",
+    "error_code_of_response",
+    "retry_info",
+    "scope_by_origin",
+]
