@@ -105,7 +105,19 @@ local FIELDS = {'st', 'until', 'opened', 'brk', 'cons', 'infl', 'ps', 'pf', 'per
 for i = 0, 9 do table.insert(FIELDS, 's' .. i); table.insert(FIELDS, 'f' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
-for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
+for i, name in ipairs(FIELDS) do
+  v[name] = tonumber(raw[i])
+  -- A field another writer corrupted (not a finite number, a state out of range): say so rather than guess.
+  local x = v[name]
+  if raw[i] and (x == nil or x ~= x or x == math.huge or x == -math.huge) then
+    return redis.error_reply('WRONGTYPE the key holds a corrupted circuit breaker: field ' .. name .. ' is ' ..
+      tostring(raw[i]) .. ' (delete the key to start the breaker afresh)')
+  end
+end
+if v.st ~= nil and (v.st ~= math.floor(v.st) or v.st < CLOSED or v.st > ISOLATED) then
+  return redis.error_reply('WRONGTYPE the key holds a corrupted circuit breaker: field st is ' .. tostring(raw[1]) ..
+    ' (a state from 0 to 3; delete the key to start the breaker afresh)')
+end
 if v.st == nil then
   v = {st = CLOSED, ['until'] = 0, opened = -1, brk = base_break, cons = 0, infl = 0, ps = 0, pf = 0, per = 0,
        topen = 0, rej = 0, head = -1, lease = 0}
