@@ -40,7 +40,7 @@ _CHOICES = ("fail_open", "fail_closed")
 
 # A setting that cannot work (a wrong password, a user without the rights to run scripts, a single-node
 # client on a cluster, a key that holds something else): no waiting fixes it, so it fails loudly with
-# ConfigurationError in both modes instead of failing open forever. Checked before _UNAVAILABLE:
+# ConfigurationError in both modes instead of failing open forever. Checked before any other error:
 # redis-py's authentication errors are ConnectionErrors.
 _MISCONFIGURED: tuple[type[BaseException], ...] = (
     redis.exceptions.AuthenticationError,
@@ -52,15 +52,12 @@ _MISCONFIGURED: tuple[type[BaseException], ...] = (
 )
 _MISCONFIGURED_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM", "WRONGTYPE", "MOVED", "ASK", "ERR unknown command")
 
-# Errors that mean "the shared state cannot be reached right now": no connection, a timeout, a server
-# that is loading or busy, read-only after a failover, out of memory, a cluster that is reconfiguring or
-# has lost the node of a slot, or an answer in another protocol (something else listens on the port, or
-# the connection is out of step). Every other redis-py error is one too, rather than escape raw.
-_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    OSError,  # includes the builtin TimeoutError that asyncio.timeout raises
-    redis.exceptions.RedisError,
-    redis.exceptions.RedisClusterException,
-)
+# Anything else a client raises means "the shared state cannot be reached right now": no connection, a
+# timeout (the builtin TimeoutError that asyncio.timeout raises), a server that is loading or busy,
+# read-only after a failover, out of memory, a cluster that is reconfiguring or has lost the node of a
+# slot, an answer in another protocol (something else listens on the port, or the connection is out of
+# step), or a client's own failure (redis-py's cluster client closes connections that other tasks are
+# using when it re-reads the topology: an AttributeError from inside its handshake). None escapes raw.
 
 
 def _misconfigured(error: BaseException, *, cluster: bool) -> bool:
@@ -172,6 +169,8 @@ class RedisBackend:
         "_client",
         "_clock",
         "_cluster",
+        "_discovered",
+        "_discovery",
         "_failures",
         "_health",
         "_max_delay",
@@ -246,6 +245,8 @@ class RedisBackend:
                 f"got {client!r}"
             )
         self._cluster = isinstance(self._client, redis.asyncio.RedisCluster)
+        self._discovered = not self._cluster  # a cluster's topology is read once before the first script
+        self._discovery: asyncio.Future[Any] | None = None
         self._sentinel: Sentinel | None = None  # the sentinels' clients, closed with the backend's
         self.prefix = prefix
         self.name = name
@@ -362,8 +363,10 @@ class RedisBackend:
         try:
             # asyncio.timeout, not anyio.fail_after: this code runs on asyncio only, and it is ~4x cheaper.
             async with asyncio.timeout(self._operation_timeout):
+                if not self._discovered:
+                    await self._discover()
                 reply = await self._eval(script, key, args)
-        except _UNAVAILABLE as error:
+        except Exception as error:
             if _misconfigured(error, cluster=self._cluster):
                 raise ConfigurationError(
                     f"Redis backend {self.name!r} refused the operation on {key!r}: {_describe(error)}; "
@@ -391,6 +394,24 @@ class RedisBackend:
         if not isinstance(reply, list):
             raise redis.exceptions.InvalidResponse(f"a script answered {reply!r}, not a list")
         return reply
+
+    async def _discover(self) -> None:
+        """Read a cluster's topology once, in a task of the backend's own that no timeout cancels.
+
+        redis-py's cluster client reads the topology on its first command; concurrent first commands go to
+        the wrong nodes meanwhile (a burst of ``MOVED``, after which it closes every connection, those in
+        use included), and a timeout that cancels the reading makes it close them all as well. One shared
+        task that runs to its end, awaited through a shield, avoids both.
+        """
+        if not self._cluster:
+            self._discovered = True
+            return
+        task = self._discovery
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._discovery = asyncio.ensure_future(self._client.initialize())
+            task.add_done_callback(_retrieve)
+        await asyncio.shield(task)
+        self._discovered = True
 
     def _health_of(self, key: str) -> _Health:
         if not self._cluster:
@@ -440,6 +461,10 @@ class RedisBackend:
 
     async def aclose(self) -> None:
         """Close the client if the backend made it (from a URL, or :meth:`sentinel`); a client given is left open."""
+        task, self._discovery = self._discovery, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         if not self._owned:
             return
         client = self._client
@@ -514,6 +539,12 @@ def check_parts(clock: object, events: object = None, rng: object = None) -> Non
         raise TypeError(f"events must be an asyncretry.EventBus, got {events!r}")
     if rng is not None and not callable(rng):
         raise TypeError(f"rng must be a callable returning floats in [0, 1), got {rng!r}")
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a background task's failure as seen: the calls that awaited it report it as an outage."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _describe(error: BaseException) -> str:
