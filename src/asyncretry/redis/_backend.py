@@ -583,6 +583,7 @@ class _Link:
         "fail_closed",
         "fallback",
         "fallbacks",
+        "fleet_size",
         "key",
         "kind",
         "maybe_sent",
@@ -619,6 +620,7 @@ class _Link:
         self.round_trips = 0
         self.fallbacks = 0
         self.maybe_sent = False  # whether the last failed round trip may have run on the server anyway
+        self.fleet_size = 0  # a fleet limit's fallback: the processes it assumes share the limit (0: no share)
 
     @property
     def on_unavailable(self) -> str:
@@ -665,8 +667,17 @@ class _Link:
         now = self.clock.now()
         self.degraded_since = now
         if self.events.wants(BackendUnavailableEvent):
-            fallback = "none: calls fail with BackendUnavailable" if closed else self.fallback
-            self.events.emit(BackendUnavailableEvent(time=now, source=self.name, error=error, fallback=fallback))
+            fleet = self.fleet_size if not closed and self.fleet_size > 0 else None
+            if closed:
+                fallback = "none: calls fail with BackendUnavailable"
+            elif fleet is not None and fleet > 1:
+                fallback = f"{self.fallback} with 1/{fleet} of the shared limit (a fleet of {fleet} last seen)"
+            else:
+                fallback = self.fallback
+            self.events.emit(BackendUnavailableEvent(
+                time=now, source=self.name, error=error, fallback=fallback,
+                share=None if fleet is None else 1.0 / fleet, fleet_size=fleet,
+            ))
 
     @property
     def degraded(self) -> bool:

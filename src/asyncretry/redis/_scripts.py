@@ -37,10 +37,28 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 BUCKET = Script("bucket", _PRELUDE + """
 -- A token bucket whose debt is a queue: a call that must wait takes its tokens now (the balance goes
 -- negative) and is told how long to sleep, so later calls, from any process, queue behind it.
+-- The hash also keeps the fleet's members ('m:' .. id: when each was last seen), so that a process knows
+-- the fleet size to take its share of the rate from while Redis cannot be reached.
 -- ARGV: rate (> 0), capacity, n, max_wait (-1: no limit), give_back (>= 0),
---       mode (0: peek, 1: take only if there now, 2: take or reserve)
+--       mode (0: peek, 1: take only if there now, 2: take or reserve),
+--       member ('': none; else this process's id: mark it present and count the fleet), presence (s)
 local rate, cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_wait, give, mode = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local member, presence = ARGV[7], tonumber(ARGV[8])
+local fleet = 0
+if member ~= '' then
+  redis.call('HSET', KEYS[1], 'm:' .. member, f(now))
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'm:' then
+      if (tonumber(all[i + 1]) or 0) + presence < now then
+        redis.call('HDEL', KEYS[1], all[i])
+      else
+        fleet = fleet + 1
+      end
+    end
+  end
+end
 local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens, ts = tonumber(h[1]), tonumber(h[2])
 if tokens == nil or ts == nil then tokens = cap; ts = now end
@@ -56,9 +74,12 @@ else
   if mode == 2 and (max_wait < 0 or wait <= max_wait) then tokens = tokens - n; granted = 1 end
 end
 redis.call('HSET', KEYS[1], 'tokens', f(tokens), 'ts', f(now))
--- The key holds nothing a new full bucket would not once it has refilled: let it expire then.
-redis.call('PEXPIRE', KEYS[1], math.ceil((cap - tokens) / rate * 1000) + 1000)
-return {granted, f(wait), f(tokens), f(now)}
+-- The key holds nothing a new full bucket would not once it has refilled: let it expire then (members
+-- are kept as long as they count).
+local keep = math.ceil((cap - tokens) / rate * 1000) + 1000
+if fleet > 0 then keep = math.max(keep, math.ceil(presence * 1000)) end
+if keep > redis.call('PTTL', KEYS[1]) then redis.call('PEXPIRE', KEYS[1], keep) end
+return {granted, f(wait), f(tokens), f(now), fleet}
 """)
 
 QUOTA = Script("quota", _PRELUDE + """
