@@ -40,6 +40,18 @@ def _seconds(value: float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
+def script_settings(config: CircuitBreakerConfig, lease: float, key_ttl_ms: int) -> tuple[str | int, ...]:
+    """The breaker script's settings arguments (``ARGV[4]`` to ``ARGV[15]``) for a config."""
+    c = config
+    return (
+        fmt(c.failure_ratio), c.minimum_throughput, fmt(_seconds(c.sampling_duration)),
+        c.consecutive_failures if c.consecutive_failures is not None else -1,
+        fmt(_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(_seconds(c.max_break_duration)),
+        c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), key_ttl_ms,
+        c.half_open_failures_to_reopen,
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RedisBreakerStatistics(BreakerStatistics):
     """A snapshot of a :class:`RedisCircuitBreaker`: the fleet's breaker as of the last round trip.
@@ -130,13 +142,7 @@ class RedisCircuitBreaker(_Linked):
         )
         self._local = CircuitBreaker(config, clock=clock, name=name, events=events)
         c = self._local.config
-        self._args = (
-            fmt(c.failure_ratio), c.minimum_throughput, fmt(_seconds(c.sampling_duration)),
-            c.consecutive_failures if c.consecutive_failures is not None else -1,
-            fmt(_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(_seconds(c.max_break_duration)),
-            c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), key_ttl_ms,
-            c.half_open_failures_to_reopen,
-        )
+        self._args = script_settings(c, lease, key_ttl_ms)
         self._released = 0  # cancelled probes of half-open period _released_in, reported with the next round trip
         self._released_in = 0
         self._view = _View(break_duration=_seconds(c.break_duration))
@@ -272,7 +278,7 @@ class RedisCircuitBreaker(_Linked):
         released, period, self._released = self._released, self._released_in, 0
         # Freed probe slots go at most once (see _Link); the probe lease covers any that are lost.
         reply = await self._link.run(
-            BREAKER, (op, int(probe), released, *self._args, period), report=report, strict=strict
+            BREAKER, (op, int(probe), released, *self._args, period, ""), report=report, strict=strict
         )
         if reply is None:
             if not self._link.maybe_sent and period == self._released_in:

@@ -1,7 +1,8 @@
 """The Lua scripts that keep the shared state on Redis: one script per operation, one key per primitive.
 
-Every script reads the server's clock (``TIME``), so the processes of a fleet never disagree about time,
-and runs atomically: no two processes interleave inside one. Each touches exactly one key (a hash), so
+Every script reads the server's clock (``TIME``), so the processes of a fleet never disagree about time
+(the breaker's script takes a clock argument instead when one is given: tests drive it that way), and
+runs atomically: no two processes interleave inside one. Each touches exactly one key (a hash), so
 the primitives also work on Redis Cluster. Floats cross the wire as ``%.17g`` strings, since Redis
 would truncate a Lua number in a reply to an integer. Scripts need Redis >= 5 (or Valkey), where a
 script that reads ``TIME`` may write (effects replication).
@@ -33,6 +34,20 @@ local function f(x) return string.format('%.17g', x) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 """
+
+
+def _prelude_with_clock(index: int) -> str:
+    """The start of a script that takes its clock as ``ARGV[index]``: that time when one is given (a test's
+    clock, in seconds), else the server's ``TIME`` (the empty string: what the library sends)."""
+    return f"""
+local function f(x) return string.format('%.17g', x) end
+local now = tonumber(ARGV[{index}])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+"""
+
 
 BUCKET = Script("bucket", _PRELUDE + """
 -- A token bucket whose debt is a queue: a call that must wait takes its tokens now (the balance goes
@@ -107,13 +122,15 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return {ok, f(tokens), f(wait), f(now)}
 """)
 
-BREAKER = Script("breaker", _PRELUDE + """
--- The circuit breaker's state machine (the same rules as asyncretry.CircuitBreaker), on one hash.
+BREAKER = Script("breaker", _prelude_with_clock(17) + """
+-- The circuit breaker's state machine (the same rules as asyncretry.CircuitBreaker, held together by
+-- tests/test_redis_breaker_parity.py), on one hash.
 -- ARGV: op (0: peek, 1: acquire, 2: success, 3: failure, 4: isolate, 5: reset), probe (0, or the
 --       probe's ticket: the number of its half-open period), released probes (of the period released_in),
 --       failure_ratio (-1: off), minimum_throughput, sampling_duration,
 --       consecutive_failures (-1: off), break_duration, multiplier, max_break, max_probes,
---       successes_to_close, probe_lease, ttl_ms, failures_to_reopen, released_in
+--       successes_to_close, probe_lease, ttl_ms, failures_to_reopen, released_in,
+--       now (seconds; '' for the server's TIME)
 local op, probe, released = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ratio_limit, min_tp, sampling = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local consecutive_limit, base_break = tonumber(ARGV[7]), tonumber(ARGV[8])
