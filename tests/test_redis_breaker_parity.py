@@ -76,9 +76,9 @@ CASES: dict[str, tuple[CircuitBreakerConfig, list[tuple[float, str]]]] = {
     "probes vote: two to close, two to re-open, and the admitted probes are all there are": (
         C(failure_ratio=None, consecutive_failures=1, break_duration=1, half_open_max_probes=3,
           half_open_successes_to_close=2, half_open_failures_to_reopen=2),
-        [(0, "fail"), (1, "take"), (1, "take"), (1, "take"), (1, "take"), (1.1, "lose 0"), (1.2, "win 1"),
-         (1.3, "lose 2"), (2.3, "take"), (2.3, "take"), (2.4, "win 4"), (2.5, "ok"), (2.6, "win 5"),
-         (2.7, "peek")],
+        [(0, "fail"), (1, "take"), (1, "take"), (1, "take"), (1, "take"), (1.1, "lose 0"), (1.15, "take"),
+         (1.2, "win 1"), (1.3, "lose 2"), (2.3, "take"), (2.3, "take"), (2.4, "win 5"), (2.5, "ok"),
+         (2.6, "win 6"), (2.7, "peek")],
     ),
     "a probe of an earlier half-open period casts no vote": (
         C(failure_ratio=None, consecutive_failures=1, break_duration=1, half_open_max_probes=2),
