@@ -26,8 +26,10 @@ from .._events import GLOBAL_EVENTS, BreakerStateChanged, EventBus
 from .._exceptions import CircuitOpenError
 from .._primitives._breaker import BreakerState, BreakerStatistics, CircuitBreaker, CircuitBreakerConfig
 from .._primitives._clock import DEFAULT_CLOCK, Clock
-from ._backend import _MAX_DELAY, Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, seconds, text, ttl_ms
+from ._backend import Client, RedisBackend
+from ._link import OnUnavailable, _Link, _Linked
 from ._scripts import BREAKER
+from ._values import _MAX_DELAY, fmt, num, seconds, text, ttl_ms
 
 __all__ = ["RedisBreakerStatistics", "RedisCircuitBreaker"]
 

@@ -29,8 +29,10 @@ from .._exceptions import BackendUnavailable, RateLimitTimeout
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_int, check_number, check_seconds
-from ._backend import Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, number
+from ._backend import Client, RedisBackend
+from ._link import OnUnavailable, _Link, _Linked
 from ._scripts import BUCKET
+from ._values import fmt, num, number
 
 __all__ = ["RedisBucketStatistics", "RedisTokenBucket"]
 

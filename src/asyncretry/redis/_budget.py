@@ -32,7 +32,8 @@ from .._exceptions import BackendUnavailable
 from .._primitives._budget import EPSILON, BudgetStatistics, BudgetTicket, RetryBudget, RetryBudgetConfig
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_choice, check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Unavailable, as_backend
+from ._backend import RedisBackend, _Unavailable, as_backend
+from ._link import OnUnavailable
 from ._scripts import Script
 
 __all__ = ["BUDGET", "RedisBudgetStatistics", "RedisRetryBudget"]
