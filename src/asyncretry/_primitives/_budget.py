@@ -44,7 +44,7 @@ from .._events import GLOBAL_EVENTS, BudgetExhausted, BudgetRestored, EventBus
 from .._validate import check_clock, check_int, check_number
 from ._clock import DEFAULT_CLOCK, Clock
 
-__all__ = ["BudgetStatistics", "BudgetTicket", "RetryBudget", "RetryBudgetConfig"]
+__all__ = ["BudgetStatistics", "BudgetTicket", "RetryBudget", "RetryBudgetConfig", "ticket_to_refund"]
 
 # Absorbs the float error of ``ratio * requests`` (0.29 * 100 == 28.999999999999996).
 EPSILON = 1e-9
@@ -178,6 +178,29 @@ class BudgetTicket:
     def __repr__(self) -> str:
         shared = "" if self.shared_slice is None else f" shared_slice={self.shared_slice}"
         return f"<BudgetTicket slice={self.slice}{shared}{' refunded' if self.refunded else ''}>"
+
+
+def ticket_to_refund(
+    budget: object, ticket: BudgetTicket | None, last: BudgetTicket | None
+) -> tuple[BudgetTicket | None, BudgetTicket | None]:
+    """What a budget's ``refund(ticket)`` takes back: ``ticket`` (``None`` once refunded), or without one
+    (deprecated, with a warning) the latest retry the budget allowed (``last``); and the new ``last``.
+
+    Raises:
+        TypeError: ``ticket`` is not a :class:`BudgetTicket`.
+    """
+    if ticket is None:
+        warnings.warn(
+            f"{type(budget).__name__}.refund() without a ticket is deprecated: pass the ticket spend() returned",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        ticket, last = last, None
+    elif not isinstance(ticket, BudgetTicket):
+        raise TypeError(f"ticket must be a BudgetTicket (what spend() returned), got {ticket!r}")
+    if ticket is not None and ticket.refunded:
+        ticket = None
+    return ticket, last
 
 
 class RetryBudget:
@@ -331,18 +354,8 @@ class RetryBudget:
             ticket: what :meth:`spend` returned. Omitting it (deprecated) takes back the latest retry
                 allowed, which is wrong as soon as two calls share the budget.
         """
+        ticket, self._last_spent = ticket_to_refund(self, ticket, self._last_spent)
         if ticket is None:
-            warnings.warn(
-                "RetryBudget.refund() without a ticket is deprecated: pass the ticket spend() returned",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            ticket, self._last_spent = self._last_spent, None
-            if ticket is None:
-                return
-        elif not isinstance(ticket, BudgetTicket):
-            raise TypeError(f"ticket must be a BudgetTicket (what spend() returned), got {ticket!r}")
-        if ticket.refunded:
             return
         ticket.refunded = True
         now = self._clock.now()

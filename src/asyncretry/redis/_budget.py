@@ -13,7 +13,6 @@ creation); it expires a window (plus a second) after its last use, when it holds
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -29,7 +28,14 @@ from .._events import (
     EventBus,
 )
 from .._exceptions import BackendUnavailable
-from .._primitives._budget import EPSILON, BudgetStatistics, BudgetTicket, RetryBudget, RetryBudgetConfig
+from .._primitives._budget import (
+    EPSILON,
+    BudgetStatistics,
+    BudgetTicket,
+    RetryBudget,
+    RetryBudgetConfig,
+    ticket_to_refund,
+)
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_choice, check_seconds
 from ._backend import RedisBackend, _Unavailable, as_backend
@@ -298,18 +304,8 @@ class RedisRetryBudget:
             ticket: what :meth:`spend` returned. Omitting it (deprecated) takes back the latest retry
                 allowed, which is wrong as soon as two calls share the budget.
         """
+        ticket, self._last_spent = ticket_to_refund(self, ticket, self._last_spent)
         if ticket is None:
-            warnings.warn(
-                "RedisRetryBudget.refund() without a ticket is deprecated: pass the ticket spend() returned",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            ticket, self._last_spent = self._last_spent, None
-            if ticket is None:
-                return
-        elif not isinstance(ticket, BudgetTicket):
-            raise TypeError(f"ticket must be a BudgetTicket (what spend() returned), got {ticket!r}")
-        if ticket.refunded:
             return
         self._local.refund(ticket)  # marks it refunded
         self._retries_total -= 1
