@@ -356,7 +356,8 @@ class RedisBackend:
         try:
             # asyncio.timeout, not anyio.fail_after: this code runs on asyncio only, and it is ~4x cheaper.
             async with asyncio.timeout(self._operation_timeout):
-                if not self._discovered:
+                # redis-py's cluster client marks itself for a new reading after a connection error.
+                if not self._discovered or (self._cluster and getattr(self._client, "_initialize", False)):
                     await self._discover()
                 reply = await self._eval(script, key, args)
         except Exception as error:
@@ -389,7 +390,8 @@ class RedisBackend:
         return reply
 
     async def _discover(self) -> None:
-        """Read a cluster's topology once, in a task of the backend's own that no timeout cancels.
+        """Read a cluster's topology (before the first script, and when the client asks for a new reading)
+        in a task of the backend's own that no timeout cancels.
 
         redis-py's cluster client reads the topology on its first command; concurrent first commands go to
         the wrong nodes meanwhile (a burst of ``MOVED``, after which it closes every connection, those in
@@ -400,7 +402,7 @@ class RedisBackend:
             self._discovered = True
             return
         task = self._discovery
-        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+        if task is None or task.done():
             task = self._discovery = asyncio.ensure_future(self._client.initialize())
             task.add_done_callback(_retrieve)
         await asyncio.shield(task)
