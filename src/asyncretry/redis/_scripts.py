@@ -60,20 +60,6 @@ BUCKET = Script("bucket", _PRELUDE + """
 local rate, cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_wait, give, mode = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local member, presence = ARGV[7], tonumber(ARGV[8])
-local fleet = 0
-if member ~= '' then
-  redis.call('HSET', KEYS[1], 'm:' .. member, f(now))
-  local all = redis.call('HGETALL', KEYS[1])
-  for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'm:' then
-      if (tonumber(all[i + 1]) or 0) + presence < now then
-        redis.call('HDEL', KEYS[1], all[i])
-      else
-        fleet = fleet + 1
-      end
-    end
-  end
-end
 local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens, ts = tonumber(h[1]), tonumber(h[2])
 if tokens == nil or ts == nil then tokens = cap; ts = now end
@@ -89,6 +75,24 @@ else
   if mode == 2 and (max_wait < 0 or wait <= max_wait) then tokens = tokens - n; granted = 1 end
 end
 redis.call('HSET', KEYS[1], 'tokens', f(tokens), 'ts', f(now))
+local fleet = 0
+if member ~= '' then
+  redis.call('HSET', KEYS[1], 'm:' .. member, f(now))
+  -- Members who left are dropped at most every presence / 2 seconds, by whichever process comes first, so
+  -- that a fleet's visits cost one scan of its members per period, not one each (a member that left counts
+  -- for presence to 1.5 presence seconds); the fields besides the members are tokens, ts and pr.
+  local due = tonumber(redis.call('HGET', KEYS[1], 'pr'))
+  if due == nil or now >= due then
+    local all = redis.call('HGETALL', KEYS[1])
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'm:' and (tonumber(all[i + 1]) or 0) + presence < now then
+        redis.call('HDEL', KEYS[1], all[i])
+      end
+    end
+    redis.call('HSET', KEYS[1], 'pr', f(now + presence / 2))
+  end
+  fleet = redis.call('HLEN', KEYS[1]) - 3
+end
 -- The key holds nothing a new full bucket would not once it has refilled: let it expire then (members
 -- are kept as long as they count).
 local keep = math.ceil((cap - tokens) / rate * 1000) + 1000
