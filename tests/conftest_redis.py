@@ -382,12 +382,18 @@ def sentinel_group() -> Iterator[SentinelGroup]:
 # -- fleets of processes that start together on a barrier
 
 
-def run_fleet(worker: Path, configs: Sequence[dict[str, object]], timeout: float = 60.0) -> list[dict[str, Any]]:
+def run_fleet(
+    worker: Path,
+    configs: Sequence[dict[str, object]],
+    timeout: float = 60.0,
+    during: Callable[[], object] | None = None,
+) -> list[dict[str, Any]]:
     """Run one worker process per config; release them together once all are ready; return their results.
 
     The barrier: each worker prints ``ready`` once it is connected and warmed up, then waits for a line
     on its stdin; the parent writes ``go`` to all of them only when every one said ``ready``. No worker
-    starts on a wall-clock guess, however slowly the interpreters start on a loaded machine.
+    starts on a wall-clock guess, however slowly the interpreters start on a loaded machine. ``during``
+    runs in the parent right after the release (to kill and restart a server while the fleet runs).
     """
     processes = [
         subprocess.Popen(
@@ -407,6 +413,8 @@ def run_fleet(worker: Path, configs: Sequence[dict[str, object]], timeout: float
             assert process.stdin is not None
             process.stdin.write("go\n")
             process.stdin.flush()
+        if during is not None:
+            during()
         results = []
         for process in processes:
             out, err = process.communicate(timeout=timeout)

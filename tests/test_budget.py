@@ -24,6 +24,7 @@ from asyncretry import (
     BudgetExhausted,
     BudgetRestored,
     BudgetStatistics,
+    BudgetTicket,
     EventBus,
     RetryBudget,
     RetryBudgetConfig,
@@ -231,28 +232,67 @@ def test_a_clock_that_goes_back_keeps_the_current_slice() -> None:
     assert budget.statistics().requests == 2
 
 
-def test_refund_takes_back_the_latest_retry_once() -> None:
-    """refund() gives back the retry just allowed; a second refund without a new spend changes nothing."""
+def test_a_refund_takes_back_its_tickets_retry_once() -> None:
+    """refund(ticket) gives back the retry of that ticket; a second refund of the same ticket changes nothing."""
     budget, _, _ = make(ratio=1, min_retries_per_second=0)
     budget.record_request()
-    assert budget.try_spend()
-    assert not budget.try_spend()
-    budget.refund()
+    ticket = budget.spend()
+    assert ticket is not None
+    assert budget.spend() is None
+    budget.refund(ticket)
     assert budget.statistics().retries == 0
-    budget.refund()
+    budget.refund(ticket)
     assert budget.statistics().retries == 0
     assert budget.try_spend()
     assert budget.statistics().retries_total == 1
+
+
+def test_every_spend_has_its_own_refund() -> None:
+    """Many retries allowed, then refunded in any order: each refund takes back one, down to none."""
+    budget, clock, _ = make(ratio=1, min_retries_per_second=0, window=10, slices=10)
+    tickets = []
+    for _ in range(5):
+        for _ in range(20):
+            budget.record_request()
+            ticket = budget.spend()
+            assert ticket is not None
+            tickets.append(ticket)
+        clock.advance(1)
+    for ticket in tickets[::2] + tickets[1::2]:
+        budget.refund(ticket)
+    stats = budget.statistics()
+    assert (stats.retries, stats.retries_total, stats.requests) == (0, 0, 100)
+
+
+def test_refund_without_a_ticket_is_deprecated_and_takes_back_the_latest() -> None:
+    """refund() with no ticket warns (DeprecationWarning) and takes back the latest retry allowed, once."""
+    budget, _, _ = make(ratio=2, min_retries_per_second=0)
+    budget.record_request()
+    assert budget.try_spend()
+    assert budget.try_spend()
+    with pytest.warns(DeprecationWarning, match=r"pass the ticket spend\(\) returned"):
+        budget.refund()
+    with pytest.warns(DeprecationWarning, match="pass the ticket"):
+        budget.refund()
+    assert budget.statistics().retries == 1
+
+
+def test_refund_refuses_what_is_not_a_ticket() -> None:
+    """refund(5) is a TypeError naming the ticket and the value."""
+    budget, _, _ = make()
+    with pytest.raises(TypeError, match=r"ticket must be a BudgetTicket .*got 5"):
+        budget.refund(5)  # type: ignore[arg-type]
 
 
 def test_a_refund_after_its_slice_left_the_window_does_nothing() -> None:
     """A retry whose slice already left the window is not counted any more, so there is nothing to refund."""
     budget, clock, _ = make(ratio=1, min_retries_per_second=0, window=2, slices=2)
     budget.record_request()
-    assert budget.try_spend()
+    ticket = budget.spend()
+    assert ticket is not None
     clock.advance(2)
     budget.record_request()
-    budget.refund()
+    budget.refund(ticket)
     assert budget.statistics().retries == 0
     assert budget.statistics().retries_total == 1
 
@@ -490,7 +530,7 @@ def test_retries_in_the_window_never_exceed_its_allowance(
     budget = RetryBudget(config, clock=clock)
     budget.statistics()  # the first use, at t = 0, starts slice 0
     events: list[tuple[int, str]] = []  # (slice, "request" | "retry"); slices are 1 s wide, from t = 0
-    last_spent: int | None = None
+    tickets: list[tuple[int, BudgetTicket]] = []  # retries not refunded: the oldest is refunded first
     for kind, amount in ops:
         now_slice = math.floor(clock.now())
         in_window = [k for s, k in events if s > now_slice - slices]
@@ -500,16 +540,17 @@ def test_retries_in_the_window_never_exceed_its_allowance(
             events.append((now_slice, "request"))
         elif kind == "spend":
             expected = retries + 1 <= ratio * requests + floor * slices + 1e-9
-            assert budget.try_spend() is expected
-            if expected:
+            ticket = budget.spend()
+            assert (ticket is not None) is expected
+            if ticket is not None:
                 events.append((now_slice, "retry"))
-                last_spent = now_slice
-        elif kind == "refund":
-            budget.refund()
-            if last_spent is not None and last_spent > now_slice - slices:
-                events.remove((last_spent, "retry"))
-            last_spent = None
-        else:
+                tickets.append((now_slice, ticket))
+        elif kind == "refund" and tickets:
+            spent, ticket = tickets.pop(0)
+            budget.refund(ticket)
+            if spent > now_slice - slices:
+                events.remove((spent, "retry"))
+        elif kind == "wait":
             clock.advance(amount)
         stats = budget.statistics()
         now_slice = math.floor(clock.now())

@@ -16,6 +16,7 @@ import pytest
 from asyncretry import (
     AttemptFinished,
     BudgetStatistics,
+    BudgetTicket,
     CircuitBreaker,
     CircuitBreakerConfig,
     Event,
@@ -208,11 +209,11 @@ class ServerBudget:
         self.recorded += 1
         self._budget.record_request()
 
-    async def try_spend(self) -> bool:
-        return self._budget.try_spend()
+    async def spend(self) -> BudgetTicket | None:
+        return self._budget.spend()
 
-    def refund(self) -> None:
-        self._budget.refund()
+    def refund(self, ticket: BudgetTicket) -> None:
+        self._budget.refund(ticket)
 
     def statistics(self) -> BudgetStatistics:
         return self._budget.statistics()

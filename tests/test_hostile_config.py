@@ -94,6 +94,7 @@ DEAD_REDIS = _dead_redis_url()
 # The arguments a constructor needs before one of its parameters can be driven.
 REQUIRED: dict[str, dict[str, Any]] = {
     "AsyncTokenBucket": {"rate": 1.0, "capacity": 1.0},
+    "BudgetTicket": {"slice": 0},
     "FixedBackoff": {"delay": 0.5},
     "HedgingConfig": {"delay": 0.1},
     "SequenceRandom": {"values": [0.5]},

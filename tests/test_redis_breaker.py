@@ -17,6 +17,7 @@ from asyncretry import (
     CircuitBreaker,
     CircuitBreakerConfig,
     CircuitOpenError,
+    ConfigurationError,
     Event,
     EventBus,
 )
@@ -264,3 +265,32 @@ def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisSe
     breaker = RedisCircuitBreaker(redis_server.url)
     assert breaker.key == "asyncretry:breaker:breaker"
     asyncio.run(breaker.backend.aclose())
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("st", "nan"), ("st", "7"), ("st", "-1"), ("st", "1.5"), ("st", "open"), ("until", "inf"), ("s3", "x")],
+)
+async def test_a_corrupted_key_is_a_configuration_error_in_both_modes(
+    redis_server: RedisServer, prefix: str, field: str, value: str
+) -> None:
+    """A breaker hash another writer corrupted (a state out of range, a field that is not a finite number)
+    raises ConfigurationError naming the field from acquire, record and refresh, in both modes; never an
+    IndexError or a state made up; the backend stays up, and deleting the key starts the breaker afresh."""
+    async with RedisBackend(redis_server.url, prefix=prefix) as backend:
+        made = RedisCircuitBreaker(backend, QUICK, name="api")
+        await fail(made)
+        await backend.client.hset(made.key, field, value)
+        for on_unavailable in ("fail_open", "fail_closed"):
+            breaker = RedisCircuitBreaker(backend, QUICK, name="api", on_unavailable=on_unavailable)
+            with pytest.raises(ConfigurationError, match=f"corrupted circuit breaker: field {field} is {value}"):
+                await breaker.acquire()
+            with pytest.raises(ConfigurationError, match="corrupted"):
+                await breaker.record(success=False, probe=0)
+            with pytest.raises(ConfigurationError, match="corrupted"):
+                await breaker.refresh()
+            assert not breaker.statistics().degraded
+        assert backend.up
+        await backend.client.delete(made.key)
+        assert await made.acquire() == 0

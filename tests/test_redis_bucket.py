@@ -105,15 +105,23 @@ async def test_prefixes_and_names_keep_buckets_apart(redis_server: RedisServer, 
         assert not await api.try_acquire()
         assert await other_name.try_acquire()
         assert await other_prefix.try_acquire()
-    assert set(stored(redis_server, f"{prefix}a:bucket:api")) == {"tokens", "ts"}
+    fields = set(stored(redis_server, f"{prefix}a:bucket:api"))
+    members = {field for field in fields if field.startswith("m:")}
+    assert len(members) == 1  # the process's presence, for the fleet size
+    assert fields - members == {"tokens", "ts", "pr"}  # pr: when members who left are next dropped
 
 
 @pytest.mark.anyio
 async def test_the_key_expires_once_the_bucket_would_be_full_again(redis_server: RedisServer, prefix: str) -> None:
-    """Two tokens short at 10/s, the bucket is full in 0.2 s: the key lives that long plus a second's margin."""
+    """Two tokens short at 10/s, the bucket is full in 0.2 s: the key lives that long plus a second's margin,
+    and at least as long as the fleet's members count (10 s after a process said it is there)."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         bucket = RedisTokenBucket(backend, 10, 2, name="ttl")
-        await bucket.acquire(2)
+        await bucket.acquire(2)  # says the process is there
+        assert 9800 < pttl(redis_server, bucket.key) <= 10_000
+        with redis.Redis.from_url(redis_server.url) as client:
+            client.delete(bucket.key)
+        await bucket.acquire(2)  # within a second of the last: no presence sent, so no member to keep
         left = pttl(redis_server, bucket.key)
     assert 1000 < left <= 1200
 

@@ -10,6 +10,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
 import redis
 from hypothesis import given, settings
@@ -21,8 +22,12 @@ from asyncretry import (
     BackendUnavailableEvent,
     BudgetExhausted,
     BudgetRestored,
+    BudgetTicket,
+    FixedBackoff,
+    Retrier,
     RetryBudget,
     RetryBudgetConfig,
+    RetryPolicy,
 )
 from asyncretry._primitives._shared import RemoteBudget
 from asyncretry.redis import RedisBackend, RedisRetryBudget
@@ -136,12 +141,14 @@ async def test_the_window_slides_on_the_servers_clock(redis_server: RedisServer,
 
 @pytest.mark.anyio
 async def test_a_refund_reaches_the_shared_window(redis_server: RedisServer, prefix: str) -> None:
-    """refund() gives the retry back in the fleet's window with the next round trip."""
+    """refund(ticket) gives that retry back in the fleet's window with the next round trip, once."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         budget = RedisRetryBudget(backend, LONG, name="api")
-        assert await spend_all(budget) == 60
-        budget.refund()
-        budget.refund()  # only the latest retry can be taken back
+        assert await spend_all(budget, limit=59) == 59
+        ticket = await budget.spend()
+        assert ticket is not None
+        budget.refund(ticket)
+        budget.refund(ticket)  # a ticket is refunded once
         assert (await budget.flush()).retries == 59
         assert await budget.try_spend()
         assert not await budget.try_spend()
@@ -173,8 +180,10 @@ async def test_fail_open_answers_from_this_processs_own_counts(closed_port: int)
         budget = RedisRetryBudget(down, config, name="api", events=recorder.bus)
         for _ in range(4):
             await budget.record_request()
-        assert await spend_all(budget) == 2
-        budget.refund()
+        first = await budget.spend()
+        assert first is not None
+        assert await spend_all(budget) == 1
+        budget.refund(first)
         assert await budget.try_spend()
         stats = budget.statistics()
         assert (stats.degraded, stats.requests, stats.retries, stats.exhausted) == (True, 4, 2, False)
@@ -190,8 +199,9 @@ async def test_fail_closed_refuses_retries_but_never_requests(closed_port: int) 
         budget = RedisRetryBudget(down, name="api", on_unavailable="fail_closed")
         await budget.record_request()
         with pytest.raises(BackendUnavailable, match=r"Redis is unavailable for budget 'api'; failing closed"):
-            await budget.try_spend()
-        budget.refund()
+            await budget.spend()
+        with pytest.warns(DeprecationWarning, match="pass the ticket"):
+            budget.refund()  # no retry was allowed: nothing to take back
         assert budget.statistics().degraded
 
 
@@ -268,15 +278,21 @@ def test_the_script_answers_exactly_as_the_local_budget(
         async with RedisBackend(redis_server.url, prefix=f"prop:{uuid.uuid4().hex}:") as backend:
             shared = RedisRetryBudget(backend, config, name="property", sync_interval=0)
             await shared.flush()
+            tickets: list[tuple[BudgetTicket, BudgetTicket]] = []
             for kind, amount in ops:
                 if kind == "request":
                     local.record_request()
                     await shared.record_request()
                 elif kind == "spend":
-                    assert await shared.try_spend() is local.try_spend()
+                    shared_ticket, local_ticket = await shared.spend(), local.spend()
+                    assert (shared_ticket is None) is (local_ticket is None)
+                    if shared_ticket is not None and local_ticket is not None:
+                        tickets.append((shared_ticket, local_ticket))
                 elif kind == "refund":
-                    local.refund()
-                    shared.refund()
+                    if tickets:  # the oldest first: any retry can be given back, not only the latest
+                        shared_ticket, local_ticket = tickets.pop(0)
+                        shared.refund(shared_ticket)
+                        local.refund(local_ticket)
                 else:  # whole slices of 60 s go by
                     age(redis_server, shared.key, amount * 60)
                     clock.advance(amount * 60)
@@ -345,3 +361,28 @@ def test_four_processes_hold_the_bound_for_the_fleet(redis_server: RedisServer, 
     with redis.Redis.from_url(redis_server.url) as client:
         stored = client.hmget(f"{prefix}budget:fleet", ["rq", "rt"])
     assert [int(v) for v in stored] == [requests, allowed]
+
+
+@pytest.mark.anyio
+async def test_many_calls_cancelled_in_their_backoff_leave_no_retry_in_the_fleets_window(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """100 calls whose retries the shared window allowed, cancelled while they wait, give back all 100 places."""
+
+    async def down() -> None:
+        raise ConnectionError("503")
+
+    config = RetryBudgetConfig(ratio=1.0, min_retries_per_second=0.1, window=600)
+    # A wide operation timeout: 100 round trips at once on a loaded machine must not look like an outage.
+    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=20) as backend:
+        budget = RedisRetryBudget(backend, config, name="api")
+        retrier = Retrier(RetryPolicy(quota=False, max_attempts=2, backoff=FixedBackoff(60.0)), budget=budget)
+        async with anyio.create_task_group() as tg:
+            for _ in range(100):
+                tg.start_soon(retrier.call, down)
+            with anyio.fail_after(30):
+                while budget.statistics().retries_total < 100:  # every call in its backoff, its retry paid
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        stats = await budget.flush()
+        assert (stats.retries, stats.retries_total, stats.requests) == (0, 0, 100)

@@ -33,7 +33,7 @@ from asyncretry.redis import (
     RedisRetryQuota,
     RedisTokenBucket,
 )
-from conftest_redis import ValkeyCluster, command, run_fleet
+from conftest_redis import ValkeyCluster, command, run_fleet, until_redis_answers
 from conftest_redis import anyio_backend as anyio_backend
 from conftest_redis import own_valkey_cluster as own_valkey_cluster
 from conftest_redis import valkey_cluster as valkey_cluster
@@ -194,3 +194,72 @@ async def test_a_slot_moved_mid_run_is_followed_without_an_error(
         assert (await bucket.refresh()).available == pytest.approx(6, abs=0.01)  # one state, carried over
         assert not bucket.statistics().degraded
         assert backend.up
+
+
+async def _twelve_buckets_at_once(url: str, prefix: str) -> list[BaseException | None]:
+    client = redis.asyncio.RedisCluster.from_url(url)
+    try:
+        async with RedisBackend(client, operation_timeout=1.0, prefix=prefix) as backend:
+            buckets = [
+                RedisTokenBucket(backend, 100, 10, name=f"b{i}", on_unavailable="fail_closed") for i in range(12)
+            ]
+            results: list[BaseException | None] = []
+
+            async def acquire(bucket: RedisTokenBucket) -> None:
+                try:
+                    await bucket.acquire()
+                except Exception as error:  # collected: the test asserts on every kind
+                    results.append(error)
+                else:
+                    results.append(None)
+
+            async with anyio.create_task_group() as group:
+                for bucket in buckets:
+                    group.start_soon(acquire, bucket)
+            return results
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_twelve_buckets_at_once_on_a_new_cluster_client_never_raise_a_raw_client_error(
+    valkey_cluster: ValkeyCluster, prefix: str
+) -> None:
+    """A user-built RedisCluster used by 12 buckets at once (1 s operation timeout, failing closed), 20 times:
+    every acquire succeeds or raises BackendUnavailable; never a raw redis-py error (the client read its
+    topology once per concurrent burst, which closed the connections other tasks were using)."""
+    for run in range(20):
+        results = await _twelve_buckets_at_once(valkey_cluster.url, f"{prefix}{run}:")
+        assert len(results) == 12
+        raw = [error for error in results if error is not None and not isinstance(error, BackendUnavailable)]
+        assert raw == [], raw
+
+
+@pytest.mark.anyio
+async def test_anything_a_client_raises_is_an_outage_of_the_documented_kind(
+    valkey_cluster: ValkeyCluster, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error from inside the client that is no redis-py error (an AttributeError, say) is an outage:
+    BackendUnavailable failing closed, the local fallback failing open; the next round trip works again."""
+    async with RedisBackend(valkey_cluster.url, cluster=True, prefix=prefix, operation_timeout=SLOW) as backend:
+        closed = RedisTokenBucket(backend, 100, 10, name="closed", on_unavailable="fail_closed")
+        opened = RedisTokenBucket(backend, 100, 10, name="open")
+        await closed.acquire()
+
+        async def broken(*args: object, **kwargs: object) -> object:
+            raise AttributeError("'NoneType' object has no attribute 'writelines'")
+
+        monkeypatch.setattr(backend.client, "evalsha", broken)
+        with pytest.raises(BackendUnavailable, match="AttributeError"):
+            await closed.acquire()
+        await opened.acquire()
+        assert opened.statistics().degraded
+        monkeypatch.undo()
+
+        async def both() -> None:
+            await closed.acquire()
+            await opened.acquire()
+
+        await until_redis_answers(backend, both)
+        assert backend.up
+        assert not opened.statistics().degraded

@@ -8,12 +8,14 @@ rate is ``benchmarks/bench_redis.py``'s fleet figure.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest_redis import RedisServer, run_fleet
+from conftest_redis import own_redis_server as own_redis_server
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
 
@@ -55,3 +57,37 @@ def test_leased_batches_cut_round_trips_and_keep_the_rate(redis_server: RedisSer
     grants = sum(len(result["grants"]["leased"]) for result in results)
     trips = sum(result["round_trips"]["leased"] for result in results)
     assert trips <= grants / 5
+
+
+def rate_between(results: list[dict[str, Any]], name: str, start: float, end: float) -> float:
+    """The fleet's grants per second between two wall-clock times."""
+    grants = [t for result in results for t in result["grants"][name] if start <= t < end]
+    return len(grants) / (end - start)
+
+
+def test_three_processes_hold_the_fleets_rate_while_redis_is_down(own_redis_server: RedisServer, prefix: str) -> None:
+    """3 processes share 30/s; Redis killed for 4 s: each falls back to a third of the rate (it saw a fleet
+    of 3, and says so in its BackendUnavailableEvent), so the fleet stays within 1.5x of 30/s, and it is
+    held at 30/s again once Redis is back."""
+    rate, processes = 30.0, 3
+    config = {"url": own_redis_server.url, "prefix": prefix, "names": ["fleet"], "rate": rate, "capacity": 3,
+              "duration": 11.0, "tasks": 4, "recovery_delay": 0.25}
+    times: dict[str, float] = {}
+
+    def outage() -> None:
+        time.sleep(2.5)  # the fleet shares the bucket on Redis; every process has said it is there
+        own_redis_server.kill()
+        times["killed"] = time.time()
+        time.sleep(4.0)
+        own_redis_server.restart()
+        times["restarted"] = time.time()
+
+    results = run_fleet(WORKER, [config] * processes, during=outage)
+    end = min(result["stopped"] for result in results)
+    assert end > times["restarted"] + 3.0  # the fleet ran on after the restart long enough to measure it
+    during = rate_between(results, "fleet", times["killed"] + 0.5, times["restarted"])
+    after = rate_between(results, "fleet", times["restarted"] + 1.5, end)
+    assert 0 < during <= 1.5 * rate
+    assert 0.6 * rate <= after <= 1.1 * rate
+    for result in results:
+        assert result["outages"][0] == [pytest.approx(1 / processes), processes]

@@ -25,8 +25,8 @@ from asyncretry import AdaptiveLimiterConfig, Retrier, RetryPolicy
 from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
-from asyncretry.redis._backend import fmt
 from asyncretry.redis._scripts import LIMITER, LIMITER_ASYNCRETRY, Script
+from asyncretry.redis._values import fmt
 from conftest_redis import RedisServer
 
 pytestmark = [pytest.mark.redis]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -32,6 +33,10 @@ class Down(ConnectionError):
 
 
 async def down() -> None:
+    raise Down("503")
+
+
+def down_sync() -> None:
     raise Down("503")
 
 
@@ -102,6 +107,62 @@ async def test_a_cancelled_wait_gives_the_budget_place_back() -> None:
         assert budget.statistics().retries == 1
         tg.cancel_scope.cancel()
     assert budget.statistics().retries == 0
+
+
+async def test_many_calls_cancelled_in_their_backoff_leave_no_retry_in_the_window() -> None:
+    """100 calls whose retries were paid for and then cancelled during the backoff give back all 100 places."""
+    budget = RetryBudget(RetryBudgetConfig(ratio=1.0, min_retries_per_second=0.1, window=10.0))
+    retrier = Retrier(RetryPolicy(quota=False, max_attempts=2, backoff=FixedBackoff(1.0)), budget=budget)
+    async with anyio.create_task_group() as tg:
+        for _ in range(100):
+            tg.start_soon(retrier.call, down)
+        await anyio.sleep(0.5)  # every call sleeps its 1 s backoff, its retry paid for
+        assert budget.statistics().retries == 100
+        tg.cancel_scope.cancel()
+    stats = budget.statistics()
+    assert (stats.retries, stats.retries_total, stats.requests) == (0, 0, 100)
+
+
+async def test_calls_cancelled_in_any_order_give_back_exactly_their_own_places() -> None:
+    """Half the calls cancelled in their backoff, the others retried: the window keeps only the retries made."""
+    budget = RetryBudget(RetryBudgetConfig(ratio=1.0, min_retries_per_second=0.1, window=10.0))
+    retrier = Retrier(RetryPolicy(quota=False, max_attempts=2, backoff=FixedBackoff(1.0)), budget=budget)
+    made = [0]
+
+    async def flaky() -> None:
+        made[0] += 1
+        raise Down("503")
+
+    async def one(index: int) -> None:
+        with anyio.move_on_after(0.5 if index % 2 else 5.0), contextlib.suppress(Down):
+            await retrier.call(flaky)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(40):
+            tg.start_soon(one, index)
+    stats = budget.statistics()
+    assert made[0] - 40 == stats.retries == stats.retries_total == 20
+
+
+def test_sync_calls_in_threads_give_back_every_retry_the_deadline_dropped() -> None:
+    """Synchronous calls in 8 threads whose paid retries the deadline drops give back every place (the sync twin
+    refunds its call's own ticket too)."""
+    budget = RetryBudget(RetryBudgetConfig(ratio=1.0, min_retries_per_second=0.1, window=60.0))
+    policy = RetryPolicy(quota=False, max_attempts=2, backoff=FixedBackoff(30.0), deadline=10.0)
+    retrier = Retrier(policy, budget=budget)
+
+    def calls() -> None:
+        for _ in range(20):
+            with contextlib.suppress(Down):
+                retrier.call_sync(down_sync)
+
+    threads = [threading.Thread(target=calls) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    stats = budget.statistics()
+    assert (stats.retries, stats.retries_total, stats.requests) == (0, 0, 160)
 
 
 def test_the_sync_loop_spends_the_budget_too() -> None:

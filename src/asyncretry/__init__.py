@@ -64,6 +64,7 @@ from ._primitives._quota import RetryQuotaConfig as RetryQuotaConfig
 # --- primitives: retry budget
 # isort: split
 from ._primitives._budget import BudgetStatistics as BudgetStatistics
+from ._primitives._budget import BudgetTicket as BudgetTicket
 from ._primitives._budget import RetryBudget as RetryBudget
 from ._primitives._budget import RetryBudgetConfig as RetryBudgetConfig
 
@@ -152,6 +153,7 @@ __all__ = [
     "BudgetExhausted",
     "BudgetRestored",
     "BudgetStatistics",
+    "BudgetTicket",
     "CircuitBreaker",
     "CircuitBreakerConfig",
     "CircuitOpenError",

@@ -349,12 +349,22 @@ class ScopeEvicted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackendUnavailableEvent(Event):
-    """A shared-state backend could not be reached; ``fallback`` says what the object does meanwhile."""
+    """A shared-state backend could not be reached; ``fallback`` says what the object does meanwhile.
+
+    Attributes:
+        error: why the backend could not be reached.
+        fallback: what the object does meanwhile.
+        share: the fraction of the shared limit this process takes while it holds the limit alone (a
+            fleet rate limit's fallback: ``1 / fleet_size``); ``None`` when the fallback does not share.
+        fleet_size: the processes assumed to share the limit (the fleet last seen); ``None`` when unknown.
+    """
 
     level: ClassVar[int] = logging.WARNING
 
     error: str
     fallback: str
+    share: float | None = None
+    fleet_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

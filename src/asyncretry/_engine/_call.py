@@ -32,7 +32,7 @@ import anyio
 
 from .._events import AttemptFinished, EventBus, GaveUp, RetryScheduled, Throttled
 from .._exceptions import CircuitOpenError, RetriesExhausted, RetryBudgetExceeded, RetryCapacityExceeded
-from .._primitives._budget import RetryBudget
+from .._primitives._budget import BudgetTicket, RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from ._classify import Outcome
@@ -89,6 +89,7 @@ class Call:
     wait_cost = 0  # the quota's waiting mode: the tokens the driver waits for before the next attempt
     retry_paid = False  # the next attempt's costs were paid: a cancellation before it begins gives them back
     dropped: int | None = None  # a paid retry that will not happen: the driver gives back its tokens and place
+    ticket: BudgetTicket | None = None  # the retry budget's ticket for the latest paid retry (its place)
     linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
     refund_due = 0  # tokens a success gives back to the quota
     probe = 0  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
@@ -595,10 +596,11 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
         scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now)
     step = call.settle(attempt.number, attempt._started, outcome, error, now)
     if step == PAY:
-        step = call.paid(scope.pay(call.due), now)
+        refused, call.ticket = scope.pay(call.due)
+        step = call.paid(refused, now)
         dropped = call.take_dropped()
         if dropped is not None:
-            scope.cancel_retry(dropped)
+            scope.cancel_retry(dropped, call.ticket)
     refund = call.refund_due
     if refund:
         call.refund_due = 0

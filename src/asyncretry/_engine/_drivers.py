@@ -210,11 +210,11 @@ class Attempts(Call):
         if cost is not None:
             scope = self.scope
             if scope.local:
-                scope.cancel_retry(cost)
+                scope.cancel_retry(cost, self.ticket)
             else:
                 # A remote refund is a round trip: never lose it to the cancellation under way.
                 with anyio.CancelScope(shield=True):
-                    await scope.cancel_retry_remote(cost)
+                    await scope.cancel_retry_remote(cost, self.ticket)
 
     async def hedged(self, config: HedgingConfig, send: Send[T], discard: Discard[T] | None = None) -> T:
         """Run the whole call with hedges: ``send(attempt)`` for each attempt, concurrently once an attempt
@@ -266,10 +266,11 @@ class Attempts(Call):
             await scope.report_remote(outcome.kind, outcome.reason, attempt._started, self.probe)
             step = self.settle(attempt.number, attempt._started, outcome, error, now)
             if step == PAY:
-                step = self.paid(await scope.pay_remote(self.due), now)
+                refused, self.ticket = await scope.pay_remote(self.due)
+                step = self.paid(refused, now)
                 dropped = self.take_dropped()
                 if dropped is not None:
-                    await scope.cancel_retry_remote(dropped)
+                    await scope.cancel_retry_remote(dropped, self.ticket)
             if self.refund_due:
                 await scope.refund_remote(self.take_refund())
         except BackendUnavailable as failure:
@@ -364,7 +365,7 @@ class SyncAttempts(Call):
             cost = self.refund_on_cancel()
             if cost is not None:
                 with self._lock:
-                    scope.cancel_retry(cost)
+                    scope.cancel_retry(cost, self.ticket)
             if isinstance(error, Exception) and self.gave_up is not None:
                 self._finish()
             raise

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._primitives._breaker import BreakerStatistics, CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
-from .._primitives._budget import BudgetStatistics, RetryBudget
+from .._primitives._budget import BudgetStatistics, BudgetTicket, RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._quota import QuotaStatistics, RetryQuota
@@ -189,52 +189,57 @@ class Scope:
                             failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
 
     # -- what a retry costs: the quota's tokens, then a place in the retry budget
-    def pay(self, cost: int) -> str | None:
+    def pay(self, cost: int) -> tuple[str | None, BudgetTicket | None]:
         """Take what a retry costs from local state: ``None`` when paid, else what refused it
-        (``"quota"`` or ``"budget"``; nothing is kept of a payment refused half-way)."""
+        (``"quota"`` or ``"budget"``; nothing is kept of a payment refused half-way); and the budget's
+        ticket for the retry, which :meth:`cancel_retry` hands back."""
         quota, budget = self.quota, self.budget
         if cost:
             assert isinstance(quota, RetryQuota)
             if not quota.try_acquire(cost):
-                return "quota"
+                return "quota", None
+        ticket = None
         if budget is not None:
             assert isinstance(budget, RetryBudget)
-            if not budget.try_spend():
+            ticket = budget.spend()
+            if ticket is None:
                 if cost:
                     quota.release(cost)  # type: ignore[union-attr]
-                return "budget"
-        return None
+                return "budget", None
+        return None, ticket
 
-    async def pay_remote(self, cost: int) -> str | None:
+    async def pay_remote(self, cost: int) -> tuple[str | None, BudgetTicket | None]:
         """:meth:`pay` where a part is kept on a server."""
         quota, budget = self.quota, self.budget
         if cost:
             assert quota is not None
             paid = quota.try_acquire(cost) if isinstance(quota, RetryQuota) else await quota.try_acquire(cost)
             if not paid:
-                return "quota"
+                return "quota", None
+        ticket = None
         if budget is not None:
-            allowed = budget.try_spend() if isinstance(budget, RetryBudget) else await budget.try_spend()
-            if not allowed:
+            ticket = budget.spend() if isinstance(budget, RetryBudget) else await budget.spend()
+            if ticket is None:
                 if cost:
                     await self.refund_remote(cost)
-                return "budget"
-        return None
+                return "budget", None
+        return None, ticket
 
-    def cancel_retry(self, cost: int) -> None:
-        """A retry that was paid for will not happen: its tokens and its budget place go back (local state)."""
+    def cancel_retry(self, cost: int, ticket: BudgetTicket | None) -> None:
+        """A retry that was paid for will not happen: its tokens and its budget place (``ticket``) go back
+        (local state)."""
         if cost:
             quota = self.quota
             assert isinstance(quota, RetryQuota)
             quota.release(cost)
-        if self.budget is not None:
-            self.budget.refund()
+        if self.budget is not None and ticket is not None:
+            self.budget.refund(ticket)
 
-    async def cancel_retry_remote(self, cost: int) -> None:
+    async def cancel_retry_remote(self, cost: int, ticket: BudgetTicket | None) -> None:
         if cost:
             await self.refund_remote(cost)
-        if self.budget is not None:
-            self.budget.refund()
+        if self.budget is not None and ticket is not None:
+            self.budget.refund(ticket)
 
     async def refund_remote(self, amount: int) -> None:
         quota = self.quota

@@ -24,14 +24,19 @@ What it guarantees, exactly (up to float rounding of ``ratio * requests``):
 The engine's use of it::
 
     budget.record_request()          # once per call, before its first attempt
-    if not budget.try_spend():       # before each retry; records the retry when it returns True
+    ticket = budget.spend()          # before each retry; records the retry when it returns a ticket
+    if ticket is None:
         give up (why="budget")
-    budget.refund()                  # the retry just allowed will not happen after all (a deadline)
+    budget.refund(ticket)            # that retry will not happen after all (a deadline, a cancellation)
+
+Each retry allowed has its own ticket, so that any number of calls can give their retries back in any
+order: a refund takes back the retry of its ticket, from the slice it was counted in.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -39,7 +44,7 @@ from .._events import GLOBAL_EVENTS, BudgetExhausted, BudgetRestored, EventBus
 from .._validate import check_clock, check_instance, check_int, check_number, check_seconds
 from ._clock import DEFAULT_CLOCK, Clock
 
-__all__ = ["BudgetStatistics", "RetryBudget", "RetryBudgetConfig"]
+__all__ = ["BudgetStatistics", "BudgetTicket", "RetryBudget", "RetryBudgetConfig", "ticket_to_refund"]
 
 # Absorbs the float error of ``ratio * requests`` (0.29 * 100 == 28.999999999999996).
 EPSILON = 1e-9
@@ -148,6 +153,53 @@ class BudgetStatistics:
     exhausted: bool
 
 
+class BudgetTicket:
+    """One retry a budget allowed: hand it to the budget's ``refund`` if that retry will not be made.
+
+    Returned by :meth:`RetryBudget.spend` (and the Redis budget's ``spend``). A ticket is refunded at
+    most once: a second refund of the same ticket changes nothing.
+
+    Attributes:
+        slice: the number of the budget's slice the retry was counted in.
+        shared_slice: the slice of a window kept on a server it was counted in too, or ``None``.
+        refunded: whether the ticket was refunded.
+    """
+
+    __slots__ = ("refunded", "shared_slice", "slice")
+
+    def __init__(self, slice: int, shared_slice: int | None = None) -> None:
+        self.slice = check_int("slice", slice, low=0)
+        self.shared_slice = None if shared_slice is None else check_int("shared_slice", shared_slice, low=0)
+        self.refunded = False
+
+    def __repr__(self) -> str:
+        shared = "" if self.shared_slice is None else f" shared_slice={self.shared_slice}"
+        return f"<BudgetTicket slice={self.slice}{shared}{' refunded' if self.refunded else ''}>"
+
+
+def ticket_to_refund(
+    budget: object, ticket: BudgetTicket | None, last: BudgetTicket | None
+) -> tuple[BudgetTicket | None, BudgetTicket | None]:
+    """What a budget's ``refund(ticket)`` takes back: ``ticket`` (``None`` once refunded), or without one
+    (deprecated, with a warning) the latest retry the budget allowed (``last``); and the new ``last``.
+
+    Raises:
+        TypeError: ``ticket`` is not a :class:`BudgetTicket`.
+    """
+    if ticket is None:
+        warnings.warn(
+            f"{type(budget).__name__}.refund() without a ticket is deprecated: pass the ticket spend() returned",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        ticket, last = last, None
+    elif not isinstance(ticket, BudgetTicket):
+        raise TypeError(f"ticket must be a BudgetTicket (what spend() returned), got {ticket!r}")
+    if ticket is not None and ticket.refunded:
+        ticket = None
+    return ticket, last
+
+
 class RetryBudget:
     """Allows retries while they stay within a share of the requests of a sliding window, plus a floor.
 
@@ -216,7 +268,7 @@ class RetryBudget:
         self._origin = math.nan  # the time of the first use: slices are counted from it
         self._head = 0  # the number of the current slice, from the origin
         self._end = -math.inf  # when the current slice ends
-        self._last_spent = -1  # the slice of the latest retry allowed, for refund()
+        self._last_spent: BudgetTicket | None = None  # the latest retry allowed, for refund() without a ticket
         self._requests_total = 0
         self._retries_total = 0
         self._refused = 0
@@ -248,57 +300,70 @@ class RetryBudget:
         if self._exhausted:
             self._restore_if_able(now)
 
-    def try_spend(self, *, now: float | None = None) -> bool:
+    def spend(self, *, now: float | None = None) -> BudgetTicket | None:
         """Allow one retry if the window has room for it, and count it.
 
         Args:
             now: the time on the budget's clock, if the caller has just read it (saves a clock read).
 
         Returns:
-            True if the retry may go ahead (it is counted); False if the window's retries already
-            use its allowance (the first refusal of an episode emits :class:`~asyncretry.BudgetExhausted`).
+            The retry's ticket (for :meth:`refund`) if it may go ahead (it is counted); ``None`` if the
+            window's retries already use its allowance (the first refusal of an episode emits
+            :class:`~asyncretry.BudgetExhausted`).
         """
         if now is None:
             now = self._clock.now()
         if now >= self._end:
             self._advance(now)
         if self._retries + 1 <= self._ratio * self._requests + self._floor + EPSILON:
-            self._count_retry()
+            ticket = self._count_retry()
             if self._exhausted:
                 self._restore(now)
-            return True
+            return ticket
         self._refused += 1
         if not self._exhausted:
             self._exhaust(now)
-        return False
+        return None
 
-    def record_retry(self) -> None:
-        """Count a retry that was allowed elsewhere without asking (a shared budget's, say); never refuses."""
+    def try_spend(self, *, now: float | None = None) -> bool:
+        """:meth:`spend` for a caller that will not refund: True if the retry may go ahead (it is counted)."""
+        return self.spend(now=now) is not None
+
+    def record_retry(self) -> BudgetTicket:
+        """Count a retry that was allowed elsewhere without asking (a shared budget's, say); never refuses.
+
+        Returns:
+            The retry's ticket, for :meth:`refund`.
+        """
         now = self._clock.now()
         if now >= self._end:
             self._advance(now)
-        self._count_retry()
+        return self._count_retry()
 
-    def refund(self) -> None:
-        """Take back the latest retry allowed: the retry will not be made after all.
+    def refund(self, ticket: BudgetTicket | None = None) -> None:
+        """Take back the retry of ``ticket``: that retry will not be made after all.
 
-        For the engine, which may give up right after :meth:`try_spend` allowed a retry (the retry's
-        delay would run past the deadline, the breaker would refuse it). Call it at once, before
-        another retry is allowed. Nothing happens once that retry's slice has left the window, or
-        when no retry was allowed since the last refund.
+        For a caller that gives up after :meth:`spend` allowed a retry (the retry's delay would run past
+        the deadline, the call was cancelled while waiting). Each ticket is refunded once; nothing
+        happens once the ticket's slice has left the window (the retry no longer counts anyway).
+
+        Args:
+            ticket: what :meth:`spend` returned. Omitting it (deprecated) takes back the latest retry
+                allowed, which is wrong as soon as two calls share the budget.
         """
-        spent = self._last_spent
-        if spent < 0:
+        ticket, self._last_spent = ticket_to_refund(self, ticket, self._last_spent)
+        if ticket is None:
             return
+        ticket.refunded = True
         now = self._clock.now()
         if now >= self._end:
             self._advance(now)
         slices = self._config.slices
-        if spent > self._head - slices and self._retry_slots[spent % slices] > 0:
+        spent = ticket.slice
+        if self._head - slices < spent <= self._head and self._retry_slots[spent % slices] > 0:
             self._retry_slots[spent % slices] -= 1
             self._retries -= 1
             self._retries_total -= 1
-        self._last_spent = -1
         if self._exhausted:
             self._restore_if_able(now)
 
@@ -341,11 +406,12 @@ class RetryBudget:
 
     # -- internals
 
-    def _count_retry(self) -> None:
+    def _count_retry(self) -> BudgetTicket:
         self._retry_slots[self._head % self._config.slices] += 1
         self._retries += 1
         self._retries_total += 1
-        self._last_spent = self._head
+        self._last_spent = ticket = BudgetTicket(self._head)
+        return ticket
 
     def _advance(self, now: float) -> None:
         """Move the window to the slice ``now`` falls in, dropping the slices that left it."""

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from ._breaker import BreakerStatistics
 from ._bucket import BucketStatistics
-from ._budget import BudgetStatistics, RetryBudgetConfig
+from ._budget import BudgetStatistics, BudgetTicket, RetryBudgetConfig
 from ._kinds import OutcomeKind
 from ._limiter import LimiterStatistics
 from ._quota import QuotaStatistics, RetryQuotaConfig
@@ -148,12 +148,16 @@ class RemoteBudget(Protocol):
         """Count one request (a call, before its first attempt); may be sent with a later round trip."""
         ...
 
-    async def try_spend(self) -> bool:
-        """Allow one retry if the fleet's window has room for it, and count it (one round trip)."""
+    async def spend(self) -> BudgetTicket | None:
+        """Allow one retry if the fleet's window has room for it, and count it (one round trip).
+
+        Returns:
+            The retry's ticket, or ``None`` when the window has no room for it.
+        """
         ...
 
-    def refund(self) -> None:
-        """Take back the latest retry allowed (it will not be made); sent with the next round trip."""
+    def refund(self, ticket: BudgetTicket) -> None:
+        """Take back the retry of ``ticket`` (it will not be made); sent with the next round trip."""
         ...
 
     def statistics(self) -> BudgetStatistics:

@@ -201,7 +201,9 @@ class RetryMiddleware:
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         return await self.send(request, handler, _NO_OVERRIDES)
 
-    async def send(self, request: ClientRequest, handler: ClientHandlerType, options: RequestOverrides) -> ClientResponse:
+    async def send(
+        self, request: ClientRequest, handler: ClientHandlerType, options: RequestOverrides
+    ) -> ClientResponse:
         """Send ``request`` through ``handler`` with retries, with the per-request ``options``."""
         policy = options.policy
         if options.retry is False:  # one attempt, of the request's own policy if it has one

@@ -35,7 +35,6 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     ) from error
 
 from ._backend import BackendStatistics as BackendStatistics
-from ._backend import OnUnavailable as OnUnavailable
 from ._backend import RedisBackend as RedisBackend
 from ._breaker import RedisBreakerStatistics as RedisBreakerStatistics
 from ._breaker import RedisCircuitBreaker as RedisCircuitBreaker
@@ -45,6 +44,7 @@ from ._budget import RedisBudgetStatistics as RedisBudgetStatistics
 from ._budget import RedisRetryBudget as RedisRetryBudget
 from ._limiter import RedisAdaptiveRateLimiter as RedisAdaptiveRateLimiter
 from ._limiter import RedisLimiterStatistics as RedisLimiterStatistics
+from ._link import OnUnavailable as OnUnavailable
 from ._quota import RedisQuotaStatistics as RedisQuotaStatistics
 from ._quota import RedisRetryQuota as RedisRetryQuota
 

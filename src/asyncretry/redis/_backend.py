@@ -5,18 +5,17 @@ One :class:`RedisBackend` serves any number of primitives (one per scope, say). 
 a restart), bounds every round trip with ``operation_timeout`` so that no call hangs, and keeps one health
 state for all of them: after a failure it stops sending anything until a recovery probe is due (a jittered
 delay that doubles while probes keep failing), so a dead server is not hammered by every call of every
-scope. Each primitive then applies its own ``on_unavailable`` choice (:class:`_Link`).
+scope. Each primitive then applies its own ``on_unavailable`` choice (:class:`~._link._Link`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from asyncio import _get_running_loop  # C-accelerated, returns None instead of raising
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 import redis.asyncio
 import redis.exceptions
@@ -25,22 +24,16 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
-from .._events import GLOBAL_EVENTS, BackendRecovered, BackendUnavailableEvent, EventBus
-from .._exceptions import BackendUnavailable, ConfigurationError
+from .._exceptions import ConfigurationError
 from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
-from .._validate import check_choice, check_clock, check_number, check_seconds
 from ._scripts import Script
+from ._values import _MAX_DELAY, _MAX_TIMEOUT, check_parts, seconds
 
-__all__ = ["BackendStatistics", "Client", "OnUnavailable", "RedisBackend"]
-
-OnUnavailable = Literal["fail_open", "fail_closed"]
-"""What a Redis-backed primitive does while Redis cannot be reached (see :class:`RedisBackend`)."""
-
-_CHOICES = ("fail_open", "fail_closed")
+__all__ = ["BackendStatistics", "Client", "RedisBackend"]
 
 # A setting that cannot work (a wrong password, a user without the rights to run scripts, a single-node
 # client on a cluster, a key that holds something else): no waiting fixes it, so it fails loudly with
-# ConfigurationError in both modes instead of failing open forever. Checked before _UNAVAILABLE:
+# ConfigurationError in both modes instead of failing open forever. Checked before any other error:
 # redis-py's authentication errors are ConnectionErrors.
 _MISCONFIGURED: tuple[type[BaseException], ...] = (
     redis.exceptions.AuthenticationError,
@@ -52,15 +45,12 @@ _MISCONFIGURED: tuple[type[BaseException], ...] = (
 )
 _MISCONFIGURED_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM", "WRONGTYPE", "MOVED", "ASK", "ERR unknown command")
 
-# Errors that mean "the shared state cannot be reached right now": no connection, a timeout, a server
-# that is loading or busy, read-only after a failover, out of memory, a cluster that is reconfiguring or
-# has lost the node of a slot, or an answer in another protocol (something else listens on the port, or
-# the connection is out of step). Every other redis-py error is one too, rather than escape raw.
-_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    OSError,  # includes the builtin TimeoutError that asyncio.timeout raises
-    redis.exceptions.RedisError,
-    redis.exceptions.RedisClusterException,
-)
+# Anything else a client raises means "the shared state cannot be reached right now": no connection, a
+# timeout (the builtin TimeoutError that asyncio.timeout raises), a server that is loading or busy,
+# read-only after a failover, out of memory, a cluster that is reconfiguring or has lost the node of a
+# slot, an answer in another protocol (something else listens on the port, or the connection is out of
+# step), or a client's own failure (redis-py's cluster client closes connections that other tasks are
+# using when it re-reads the topology: an AttributeError from inside its handshake). None escapes raw.
 
 
 def _misconfigured(error: BaseException, *, cluster: bool) -> bool:
@@ -172,6 +162,8 @@ class RedisBackend:
         "_client",
         "_clock",
         "_cluster",
+        "_discovered",
+        "_discovery",
         "_failures",
         "_health",
         "_max_delay",
@@ -251,6 +243,8 @@ class RedisBackend:
                 f"got {client!r}"
             )
         self._cluster = isinstance(self._client, redis.asyncio.RedisCluster)
+        self._discovered = not self._cluster  # a cluster's topology is read once before the first script
+        self._discovery: asyncio.Future[Any] | None = None
         self._sentinel: Sentinel | None = None  # the sentinels' clients, closed with the backend's
         self.prefix = prefix
         self.name = name
@@ -367,8 +361,11 @@ class RedisBackend:
         try:
             # asyncio.timeout, not anyio.fail_after: this code runs on asyncio only, and it is ~4x cheaper.
             async with asyncio.timeout(self._operation_timeout):
+                # redis-py's cluster client marks itself for a new reading after a connection error.
+                if not self._discovered or (self._cluster and getattr(self._client, "_initialize", False)):
+                    await self._discover()
                 reply = await self._eval(script, key, args)
-        except _UNAVAILABLE as error:
+        except Exception as error:
             if _misconfigured(error, cluster=self._cluster):
                 raise ConfigurationError(
                     f"Redis backend {self.name!r} refused the operation on {key!r}: {_describe(error)}; "
@@ -396,6 +393,25 @@ class RedisBackend:
         if not isinstance(reply, list):
             raise redis.exceptions.InvalidResponse(f"a script answered {reply!r}, not a list")
         return reply
+
+    async def _discover(self) -> None:
+        """Read a cluster's topology (before the first script, and when the client asks for a new reading)
+        in a task of the backend's own that no timeout cancels.
+
+        redis-py's cluster client reads the topology on its first command; concurrent first commands go to
+        the wrong nodes meanwhile (a burst of ``MOVED``, after which it closes every connection, those in
+        use included), and a timeout that cancels the reading makes it close them all as well. One shared
+        task that runs to its end, awaited through a shield, avoids both.
+        """
+        if not self._cluster:
+            self._discovered = True
+            return
+        task = self._discovery
+        if task is None or task.done():
+            task = self._discovery = asyncio.ensure_future(self._client.initialize())
+            task.add_done_callback(_retrieve)
+        await asyncio.shield(task)
+        self._discovered = True
 
     def _health_of(self, key: str) -> _Health:
         if not self._cluster:
@@ -445,6 +461,10 @@ class RedisBackend:
 
     async def aclose(self) -> None:
         """Close the client if the backend made it (from a URL, or :meth:`sentinel`); a client given is left open."""
+        task, self._discovery = self._discovery, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         if not self._owned:
             return
         client = self._client
@@ -474,43 +494,10 @@ class RedisBackend:
         )
 
 
-_MAX_TIMEOUT = 3600.0
-_MAX_DELAY = 86400.0
-_MAX_TTL = 10 * 365 * 86400.0  # ten years: the longest key_ttl (Redis keeps milliseconds in a 64-bit int)
-
-
-def seconds(name: str, value: object, *, high: float, low_open: bool = True) -> float:
-    """A duration in seconds (a number or a ``timedelta``) within ``(0, high]``.
-
-    Raises:
-        TypeError: not a number or ``timedelta``.
-        ValueError: NaN, infinite, out of range, or an int too large for a float (the message names it).
-    """
-    return check_seconds(name, value, low_open=low_open, high=high)  # type: ignore[arg-type]  # checked there
-
-
-def number(name: str, value: object, *, low: float = 0.0, low_open: bool = True, high: float = 1e15) -> float:
-    """A finite number within ``(low, high]`` (huge ints refused with ``ValueError``, not ``OverflowError``)."""
-    return check_number(name, value, low=low, low_open=low_open, high=high)
-
-
-def ttl_ms(value: object) -> int:
-    """``key_ttl`` in whole milliseconds for ``PEXPIRE`` (> 0 and <= ten years)."""
-    return math.ceil(seconds("key_ttl", value, high=_MAX_TTL) * 1000)
-
-
-def check_parts(clock: object, events: object = None, rng: object = None) -> None:
-    """Refuse a clock without ``now``/``sleep``, an event bus that is not one, or an ``rng`` that cannot be called.
-
-    Raises:
-        TypeError: naming the parameter and what it got.
-    """
-    if clock is not None:
-        check_clock("clock", clock)
-    if events is not None and not isinstance(events, EventBus):
-        raise TypeError(f"events must be an asyncretry.EventBus, got {events!r}")
-    if rng is not None and not callable(rng):
-        raise TypeError(f"rng must be a callable returning floats in [0, 1), got {rng!r}")
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a background task's failure as seen: the calls that awaited it report it as an outage."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _describe(error: BaseException) -> str:
@@ -528,144 +515,3 @@ def as_backend(redis_: RedisBackend | Client | str) -> RedisBackend:
     )
 
 
-class _Link:
-    """One primitive's use of a backend: its key, its ``on_unavailable`` choice, its events and counters.
-
-    ``run`` answers ``None`` when the primitive must use its local fallback (fail open), raises
-    :class:`~asyncretry.BackendUnavailable` when it must fail closed, and emits
-    :class:`~asyncretry.BackendUnavailableEvent` / :class:`~asyncretry.BackendRecovered` once per episode.
-
-    Amounts a primitive defers to its next round trip (refunds, cancelled reservations, freed probe slots)
-    are delivered at most once: a failed round trip that was attempted (``maybe_sent``) may still have run
-    on the server (a timeout), so its amounts are dropped rather than sent twice; amounts of a round trip
-    that never left the process (the backend was known to be down) are kept for the next one.
-    """
-
-    __slots__ = (
-        "backend",
-        "clock",
-        "degraded_since",
-        "events",
-        "fail_closed",
-        "fallback",
-        "fallbacks",
-        "key",
-        "kind",
-        "maybe_sent",
-        "name",
-        "round_trips",
-    )
-
-    def __init__(
-        self,
-        redis_: RedisBackend | Client | str,
-        *,
-        kind: str,
-        name: str,
-        on_unavailable: str,
-        events: EventBus | None,
-        clock: Clock,
-        fallback: str,
-    ) -> None:
-        check_choice("on_unavailable", on_unavailable, _CHOICES)
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str (it names the Redis key), got {name!r} ({type(name).__name__})")
-        if not name:
-            raise ValueError("name must be a non-empty str (it names the Redis key), got ''")
-        check_parts(clock, events)
-        self.backend = as_backend(redis_)
-        self.key = self.backend.key(kind, name)
-        self.kind = kind
-        self.name = name
-        self.fail_closed = on_unavailable == "fail_closed"
-        self.fallback = fallback
-        self.events = events if events is not None else GLOBAL_EVENTS
-        self.clock = clock
-        self.degraded_since: float | None = None
-        self.round_trips = 0
-        self.fallbacks = 0
-        self.maybe_sent = False  # whether the last failed round trip may have run on the server anyway
-
-    @property
-    def on_unavailable(self) -> str:
-        return "fail_closed" if self.fail_closed else "fail_open"
-
-    async def run(
-        self, script: Script, args: Sequence[str | int | float], *, report: bool = False, strict: bool = False
-    ) -> list[Any] | None:
-        """One round trip; ``None``: use the local fallback.
-
-        Args:
-            report: the call reports an outcome (a refund, a breaker sample) rather than asking for
-                permission: it never fails closed, the caller defers or drops it instead.
-            strict: an administrative call (isolate, reset) that must reach Redis whatever the choice.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached and the primitive fails closed (or ``strict``).
-        """
-        try:
-            reply = await self.backend.run(script, self.key, args)
-        except _Unavailable as down:
-            self.maybe_sent = down.sent
-            self.fallbacks += 1
-            self._degrade(down.error, closed=self.fail_closed or strict)
-            if strict or (self.fail_closed and not report):
-                raise BackendUnavailable(
-                    f"Redis is unavailable for {self.kind} {self.name!r} ({down.error}); "
-                    + ("this operation needs Redis" if strict else "failing closed (on_unavailable='fail_closed')")
-                    + f"; the backend tries again in {self.backend.next_probe_in(self.key):.3g} s"
-                ) from down.__cause__
-            return None
-        self.round_trips += 1
-        since = self.degraded_since
-        if since is not None:
-            self.degraded_since = None
-            if self.events.wants(BackendRecovered):
-                now = self.clock.now()
-                self.events.emit(BackendRecovered(time=now, source=self.name, down_for=now - since))
-        return reply
-
-    def _degrade(self, error: str, *, closed: bool) -> None:
-        if self.degraded_since is not None:
-            return
-        now = self.clock.now()
-        self.degraded_since = now
-        if self.events.wants(BackendUnavailableEvent):
-            fallback = "none: calls fail with BackendUnavailable" if closed else self.fallback
-            self.events.emit(BackendUnavailableEvent(time=now, source=self.name, error=error, fallback=fallback))
-
-    @property
-    def degraded(self) -> bool:
-        return self.degraded_since is not None
-
-
-def fmt(value: float | None) -> str:
-    """A float for a script argument (``repr`` round-trips exactly); ``None`` and infinity become ``-1``."""
-    return "-1" if value is None or math.isinf(value) else repr(float(value))
-
-
-def num(value: Any) -> float:
-    """A number from a script's reply (bytes or str, depending on the client's ``decode_responses``)."""
-    return float(value)
-
-
-def text(value: Any) -> str:
-    """A string from a script's reply."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-class _Linked:
-    """What every Redis-backed primitive exposes of its link: the backend and the key of its state."""
-
-    __slots__ = ()
-    _link: _Link
-
-    @property
-    def backend(self) -> RedisBackend:
-        """The backend this object's state lives on."""
-        return self._link.backend
-
-    @property
-    def key(self) -> str:
-        """The Redis key this object's state lives under."""
-        return self._link.key

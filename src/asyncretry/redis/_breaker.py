@@ -27,14 +27,27 @@ from .._exceptions import CircuitOpenError
 from .._primitives._breaker import BreakerState, BreakerStatistics, CircuitBreaker, CircuitBreakerConfig
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import as_seconds
-from ._backend import _MAX_DELAY, Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, seconds, text, ttl_ms
+from ._backend import Client, RedisBackend
+from ._link import OnUnavailable, _Link, _Linked
 from ._scripts import BREAKER
+from ._values import _MAX_DELAY, fmt, num, seconds, text, ttl_ms
 
 __all__ = ["RedisBreakerStatistics", "RedisCircuitBreaker"]
 
 _PEEK, _ACQUIRE, _SUCCESS, _FAILURE, _ISOLATE, _RESET = range(6)
 _STATES = (BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN, BreakerState.ISOLATED)
 
+
+def script_settings(config: CircuitBreakerConfig, lease: float, key_ttl_ms: int) -> tuple[str | int, ...]:
+    """The breaker script's settings arguments (``ARGV[4]`` to ``ARGV[15]``) for a config."""
+    c = config
+    return (
+        fmt(c.failure_ratio), c.minimum_throughput, fmt(as_seconds(c.sampling_duration)),
+        c.consecutive_failures if c.consecutive_failures is not None else -1,
+        fmt(as_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(as_seconds(c.max_break_duration)),
+        c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), key_ttl_ms,
+        c.half_open_failures_to_reopen,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,13 +140,7 @@ class RedisCircuitBreaker(_Linked):
         )
         self._local = CircuitBreaker(config, clock=clock, name=name, events=events)
         c = self._local.config
-        self._args = (
-            fmt(c.failure_ratio), c.minimum_throughput, fmt(as_seconds(c.sampling_duration)),
-            c.consecutive_failures if c.consecutive_failures is not None else -1,
-            fmt(as_seconds(c.break_duration)), fmt(c.break_duration_multiplier), fmt(as_seconds(c.max_break_duration)),
-            c.half_open_max_probes, c.half_open_successes_to_close, fmt(lease), key_ttl_ms,
-            c.half_open_failures_to_reopen,
-        )
+        self._args = script_settings(c, lease, key_ttl_ms)
         self._released = 0  # cancelled probes of half-open period _released_in, reported with the next round trip
         self._released_in = 0
         self._view = _View(break_duration=as_seconds(c.break_duration))
@@ -269,7 +276,7 @@ class RedisCircuitBreaker(_Linked):
         released, period, self._released = self._released, self._released_in, 0
         # Freed probe slots go at most once (see _Link); the probe lease covers any that are lost.
         reply = await self._link.run(
-            BREAKER, (op, int(probe), released, *self._args, period), report=report, strict=strict
+            BREAKER, (op, int(probe), released, *self._args, period, ""), report=report, strict=strict
         )
         if reply is None:
             if not self._link.maybe_sent and period == self._released_in:

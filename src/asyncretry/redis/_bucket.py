@@ -10,12 +10,17 @@ its reservation.
 With ``lease=k`` a round trip reserves a batch of ``k`` tokens in that queue; the process hands them
 out to its own calls at the times the server gave them (one every ``1/rate`` seconds once the bucket
 is empty), so Redis sees one script per ``k`` grants while the fleet's rate is unchanged.
+
+The same hash lists the fleet's members (each bucket object says it is there at most once a second),
+so that while Redis cannot be reached each process takes its share of the rate, from the fleet size it
+last saw, rather than the whole rate.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,14 +29,20 @@ from .._exceptions import BackendUnavailable, RateLimitTimeout
 from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_int, check_number, check_seconds
-from ._backend import Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, number
+from ._backend import Client, RedisBackend
+from ._link import OnUnavailable, _Link, _Linked
 from ._scripts import BUCKET
+from ._values import fmt, num, number
 
 __all__ = ["RedisBucketStatistics", "RedisTokenBucket"]
 
 _PEEK, _TRY, _RESERVE = 0, 1, 2
 
 _STALE = 0.25  # seconds after which an unused leased token goes back (at least; see _next_slot)
+# A process says it is part of the fleet at most once a _HEARTBEAT (with a round trip it makes anyway), and
+# counts as a member for _PRESENCE seconds after: the fleet size it takes its share from in an outage.
+_HEARTBEAT = 1.0
+_PRESENCE = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,12 +56,15 @@ class RedisBucketStatistics(BucketStatistics):
         round_trips: scripts this bucket ran on Redis.
         fallbacks: operations that could not reach Redis (served locally or refused).
         leased: tokens this process holds from leased batches and has not handed out yet.
+        fleet_size: the processes that used the bucket lately, as last seen (1 before the first round
+            trip); while Redis cannot be reached this process takes ``1 / fleet_size`` of the rate.
     """
 
     degraded: bool
     round_trips: int
     fallbacks: int
     leased: int
+    fleet_size: int = 1
 
 
 class RedisTokenBucket(_Linked):
@@ -68,7 +82,8 @@ class RedisTokenBucket(_Linked):
     Every process must use the same ``rate`` and ``capacity`` for a name: each script refills with the
     values of the process that runs it. Setting :attr:`rate` or :attr:`capacity` changes them for this
     process's next scripts (and for its local fallback); reservations already made keep their times.
-    The key expires once the bucket would be full again, so an abandoned bucket leaves nothing behind.
+    The key expires once the bucket would be full again and its members no longer count (ten seconds after
+    the last visit), so an abandoned bucket leaves nothing behind.
 
     Args:
         redis: a :class:`RedisBackend` (shares its connection, prefix and health with other primitives),
@@ -77,9 +92,10 @@ class RedisTokenBucket(_Linked):
         capacity: the most tokens the bucket holds (the fleet's burst), > 0 and <= 1e15.
         name: names the shared bucket (the Redis key ``{prefix}bucket:{name}``), its errors and statistics.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) serves calls from a
-            local in-process bucket with the same rate and capacity (so each process allows the whole
-            rate: a fleet of N sends up to N times it until Redis is back), ``"fail_closed"`` raises
-            :class:`~asyncretry.BackendUnavailable`.
+            local in-process bucket with this process's share of the rate and capacity: ``1 / N`` of
+            them for a fleet of N processes that used the bucket in the last ten seconds before the
+            outage (every round trip tells the server this process is there, at most once a second,
+            and learns the fleet size); ``"fail_closed"`` raises :class:`~asyncretry.BackendUnavailable`.
         lease: tokens reserved per round trip for single-token calls (an int, 1 to ``capacity``;
             default 1: no leasing). With ``k > 1`` Redis runs about ``1/k`` of the scripts; the unused
             tokens of a batch are given back by :meth:`aclose`, and those of a process that dies are
@@ -94,8 +110,9 @@ class RedisTokenBucket(_Linked):
     """
 
     __slots__ = (
-        "_acquired", "_cancelled", "_clock", "_grants", "_lease", "_link", "_local", "_pending", "_remote_at",
-        "_remote_tokens", "_reserved", "_slots", "_timeouts", "_waits",
+        "_acquired", "_cancelled", "_capacity", "_clock", "_fleet", "_grants", "_lease", "_link", "_local",
+        "_local_fleet", "_member", "_pending", "_rate", "_remote_at", "_remote_tokens", "_reserved", "_seen_at",
+        "_slots", "_timeouts", "_waits",
     )
 
 
@@ -119,7 +136,12 @@ class RedisTokenBucket(_Linked):
             redis, kind="bucket", name=name, on_unavailable=on_unavailable, events=events,
             clock=self._clock, fallback="a local in-process token bucket",
         )
-        self._local = AsyncTokenBucket(rate, capacity, clock=clock, name=name)
+        self._rate, self._capacity = rate, capacity
+        self._local = AsyncTokenBucket(rate, capacity, clock=clock, name=name)  # this process's share of them
+        self._member = uuid.uuid4().hex  # this bucket's name in the fleet's presence list
+        self._seen_at = -math.inf  # when it last told the server it is there
+        self._fleet = self._local_fleet = 1  # the fleet size last seen; the one the local bucket's share is for
+        self._link.fleet_size = 1
         self._pending = 0.0  # tokens given back without a round trip, sent with the next one
         self._reserved = 0  # calls of this process sleeping on a reservation
         self._remote_tokens = capacity
@@ -139,20 +161,27 @@ class RedisTokenBucket(_Linked):
     @property
     def rate(self) -> float:
         """Tokens per second for the whole fleet (> 0); a new value applies from this process's next script."""
-        return self._local.rate
+        return self._rate
 
     @rate.setter
     def rate(self, value: float) -> None:
-        self._local.rate = number("rate", value)
+        self._rate = number("rate", value)
+        self._share()
 
     @property
     def capacity(self) -> float:
         """The most tokens the shared bucket holds; a new value applies from this process's next script."""
-        return self._local.capacity
+        return self._capacity
 
     @capacity.setter
     def capacity(self, value: float) -> None:
-        self._local.capacity = number("capacity", value)
+        self._capacity = number("capacity", value)
+        self._share()
+
+    @property
+    def fleet_size(self) -> int:
+        """The processes that used the bucket lately, as last seen (1 before the first round trip)."""
+        return self._fleet
 
     @property
     def lease(self) -> int:
@@ -194,7 +223,8 @@ class RedisTokenBucket(_Linked):
         max_wait = None if timeout is None else timeout + extra / rate
         reply = await self._run(n + extra, _RESERVE, max_wait)
         if reply is None:
-            await self._local.acquire(n, timeout=timeout)
+            # (A call for more than this process's share of the capacity waits for the whole share.)
+            await self._local.acquire(min(n, self._local.capacity), timeout=timeout)
             return
         granted, wait = reply
         if not granted:
@@ -221,7 +251,7 @@ class RedisTokenBucket(_Linked):
                 return True
         reply = await self._run(n, _TRY, None)
         if reply is None:
-            return self._local.try_acquire(n)
+            return self._local.try_acquire(min(n, self._local.capacity))
         if reply[0]:
             self._count_grant(n)
             return True
@@ -257,7 +287,7 @@ class RedisTokenBucket(_Linked):
         n = self._check_n(n)
         reply = await self._run(n, _PEEK, None)
         if reply is None:
-            return self._local.time_until_available(n)
+            return self._local.time_until_available(min(n, self._local.capacity))
         return reply[1]
 
     async def refresh(self) -> RedisBucketStatistics:
@@ -285,8 +315,8 @@ class RedisTokenBucket(_Linked):
         link = self._link
         return RedisBucketStatistics(
             name=self.name,
-            rate=local.rate,
-            capacity=local.capacity,
+            rate=self._rate,
+            capacity=self._capacity,
             available=local.available if link.degraded else self._estimate(),
             waiting=local.waiting + self._reserved,
             acquired_total=self._acquired + local.acquired_total,
@@ -299,6 +329,7 @@ class RedisTokenBucket(_Linked):
             round_trips=link.round_trips,
             fallbacks=link.fallbacks,
             leased=len(self._slots),
+            fleet_size=self._fleet,
         )
 
     def __repr__(self) -> str:
@@ -383,7 +414,11 @@ class RedisTokenBucket(_Linked):
         self, n: float, mode: int, max_wait: float | None, *, report: bool = False
     ) -> tuple[bool, float] | None:
         give, self._pending = self._pending, 0.0
-        args = (fmt(self.rate), fmt(self.capacity), fmt(n), fmt(max_wait), fmt(give), mode)
+        now = self._clock.now()
+        member = ""
+        if now - self._seen_at >= _HEARTBEAT:
+            member, self._seen_at = self._member, now
+        args = (fmt(self._rate), fmt(self._capacity), fmt(n), fmt(max_wait), fmt(give), mode, member, fmt(_PRESENCE))
         # Deferred amounts go at most once (see _Link): a cancelled or failed round trip may have run anyway.
         try:
             reply = await self._link.run(BUCKET, args, report=report)
@@ -394,7 +429,19 @@ class RedisTokenBucket(_Linked):
         if reply is None:
             if not self._link.maybe_sent:
                 self._pending += give
+            if self._local_fleet != self._fleet:
+                self._share()  # now, not at every change: the local bucket has no waiters to upset yet
             return None
         self._remote_tokens = num(reply[2])
         self._remote_at = self._clock.now()
+        fleet = int(reply[4])
+        if fleet:
+            self._fleet = self._link.fleet_size = fleet
         return bool(int(reply[0])), num(reply[1])
+
+    def _share(self) -> None:
+        """Give the local fallback this process's share of the fleet's rate and capacity (at least one
+        token of capacity, or the whole capacity if it is smaller)."""
+        fleet = self._local_fleet = self._fleet
+        self._local.rate = self._rate / fleet
+        self._local.capacity = max(self._capacity / fleet, min(self._capacity, 1.0))

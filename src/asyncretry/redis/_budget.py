@@ -28,10 +28,18 @@ from .._events import (
     EventBus,
 )
 from .._exceptions import BackendUnavailable
-from .._primitives._budget import EPSILON, BudgetStatistics, RetryBudget, RetryBudgetConfig
+from .._primitives._budget import (
+    EPSILON,
+    BudgetStatistics,
+    BudgetTicket,
+    RetryBudget,
+    RetryBudgetConfig,
+    ticket_to_refund,
+)
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_choice, check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Unavailable, as_backend
+from ._backend import RedisBackend, _Unavailable, as_backend
+from ._link import OnUnavailable
 from ._scripts import Script
 
 __all__ = ["BUDGET", "RedisBudgetStatistics", "RedisRetryBudget"]
@@ -125,12 +133,12 @@ class RedisRetryBudget:
     (:class:`~asyncretry.BudgetExhausted` / :class:`~asyncretry.BudgetRestored`) describe what this
     process saw.
 
-    :meth:`try_spend` is one round trip. :meth:`record_request` sends the requests counted since the
-    last round trip when that was ``sync_interval`` seconds ago or more, and otherwise leaves them for
-    the next round trip: requests reach the window late, never early, so the bound holds all the same
-    (it can only be stricter). Requests and refunds of a round trip that fails after it may have
-    reached the server (a timeout) are dropped rather than sent twice; so are those of a round trip
-    cancelled mid-way.
+    :meth:`spend` is one round trip; it returns a ticket that :meth:`refund` takes back.
+    :meth:`record_request` sends the requests counted since the last round trip when that was
+    ``sync_interval`` seconds ago or more, and otherwise leaves them for the next round trip: requests
+    reach the window late, never early, so the bound holds all the same (it can only be stricter).
+    Requests and refunds of a round trip that fails after it may have reached the server (a timeout)
+    are dropped rather than sent twice; so are those of a round trip cancelled mid-way.
 
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
@@ -138,7 +146,7 @@ class RedisRetryBudget:
         name: names the shared budget (its Redis key), its statistics and events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) answers from the
             local budget, which has counted this process's requests and retries all along;
-            ``"fail_closed"`` makes :meth:`try_spend` raise :class:`~asyncretry.BackendUnavailable`.
+            ``"fail_closed"`` makes :meth:`spend` raise :class:`~asyncretry.BackendUnavailable`.
             :meth:`record_request` and :meth:`refund` never fail: they report, they do not ask.
         sync_interval: the longest requests wait here before being sent on their own, seconds
             (from 0, every request sent at once, to the slice width ``window / slices``) or a
@@ -163,7 +171,6 @@ class RedisRetryBudget:
         "_fallbacks",
         "_head",
         "_key",
-        "_last_local",
         "_last_spent",
         "_last_sync",
         "_local",
@@ -212,8 +219,7 @@ class RedisRetryBudget:
         self._fail_closed = on_unavailable == "fail_closed"
         self._pending = 0
         self._refunds: dict[int, int] = {}
-        self._last_spent: int | None = None  # the server slice of this process's latest retry allowed
-        self._last_local = False  # whether that retry was allowed by the local budget (degraded)
+        self._last_spent: BudgetTicket | None = None  # the latest retry allowed, for refund() without a ticket
         self._last_sync = -math.inf
         self._requests = self._retries = self._head = 0
         self._requests_total = self._retries_total = self._refused = 0
@@ -249,11 +255,12 @@ class RedisRetryBudget:
         if self._clock.now() - self._last_sync >= self._sync_interval:
             await self._round_trip(_REPORT)
 
-    async def try_spend(self) -> bool:
+    async def spend(self) -> BudgetTicket | None:
         """Allow one retry if the fleet's window has room for it, and count it (one round trip).
 
         Returns:
-            True if the retry may go ahead; False if the fleet's retries already use the allowance.
+            The retry's ticket (for :meth:`refund`) if it may go ahead; ``None`` if the fleet's retries
+            already use the allowance.
 
         Raises:
             BackendUnavailable: Redis cannot be reached and the budget fails closed.
@@ -265,34 +272,46 @@ class RedisRetryBudget:
                     f"Redis is unavailable for budget {self.name!r}; failing closed (on_unavailable='fail_closed'); "
                     f"the backend tries again in {self._backend.statistics().next_probe_in:.3g} s"
                 )
-            allowed = self._local.try_spend()
-            if allowed:
-                self._last_spent, self._last_local = 0, True
+            ticket = self._local.spend()
+            if ticket is not None:
                 self._retries_total += 1
             else:
                 self._refused += 1
-            return allowed
+            self._last_spent = ticket
+            return ticket
         if reply:
-            self._local.record_retry()
+            local = self._local.record_retry()
             self._retries_total += 1
-            self._last_spent, self._last_local = self._head, False
+            self._last_spent = ticket = BudgetTicket(local.slice, self._head)
             if self._exhausted:
                 self._restore()
-            return True
+            return ticket
         self._refused += 1
         if not self._exhausted:
             self._exhaust()
-        return False
+        return None
 
-    def refund(self) -> None:
-        """Take back the latest retry allowed (it will not be made); sent with the next round trip."""
-        spent, self._last_spent = self._last_spent, None
-        if spent is None:
+    async def try_spend(self) -> bool:
+        """:meth:`spend` for a caller that will not refund: True if the retry may go ahead (it is counted)."""
+        return await self.spend() is not None
+
+    def refund(self, ticket: BudgetTicket | None = None) -> None:
+        """Take back the retry of ``ticket`` (it will not be made); sent with the next round trip.
+
+        Each ticket is refunded once; a retry whose slice has left the window no longer counts anyway.
+
+        Args:
+            ticket: what :meth:`spend` returned. Omitting it (deprecated) takes back the latest retry
+                allowed, which is wrong as soon as two calls share the budget.
+        """
+        ticket, self._last_spent = ticket_to_refund(self, ticket, self._last_spent)
+        if ticket is None:
             return
-        self._local.refund()
+        self._local.refund(ticket)  # marks it refunded
         self._retries_total -= 1
-        if not self._last_local:
-            self._refunds[spent] = self._refunds.get(spent, 0) + 1
+        shared = ticket.shared_slice
+        if shared is not None:
+            self._refunds[shared] = self._refunds.get(shared, 0) + 1
 
     async def flush(self) -> RedisBudgetStatistics:
         """Send the requests and refunds counted here now, and return the statistics it brings back."""

@@ -58,8 +58,10 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._validate import as_seconds, check_seconds
-from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
+from ._backend import RedisBackend
+from ._link import OnUnavailable, _Link, _Linked
 from ._scripts import LIMITER, LIMITER_ASYNCRETRY
+from ._values import fmt, num, ttl_ms
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
 

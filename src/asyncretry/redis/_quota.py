@@ -18,8 +18,10 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._kinds import OutcomeKind
 from .._primitives._quota import ExhaustionEpisodes, QuotaStatistics, RetryQuota, RetryQuotaConfig
 from .._validate import check_number, check_seconds
-from ._backend import Client, OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
+from ._backend import Client, RedisBackend
+from ._link import OnUnavailable, _Link, _Linked
 from ._scripts import QUOTA
+from ._values import fmt, num, ttl_ms
 
 __all__ = ["RedisQuotaStatistics", "RedisRetryQuota"]
 

@@ -1,7 +1,8 @@
 """The Lua scripts that keep the shared state on Redis: one script per operation, one key per primitive.
 
-Every script reads the server's clock (``TIME``), so the processes of a fleet never disagree about time,
-and runs atomically: no two processes interleave inside one. Each touches exactly one key (a hash), so
+Every script reads the server's clock (``TIME``), so the processes of a fleet never disagree about time
+(the breaker's script takes a clock argument instead when one is given: tests drive it that way), and
+runs atomically: no two processes interleave inside one. Each touches exactly one key (a hash), so
 the primitives also work on Redis Cluster. Floats cross the wire as ``%.17g`` strings, since Redis
 would truncate a Lua number in a reply to an integer. Scripts need Redis >= 5 (or Valkey), where a
 script that reads ``TIME`` may write (effects replication).
@@ -34,13 +35,31 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 """
 
+
+def _prelude_with_clock(index: int) -> str:
+    """The start of a script that takes its clock as ``ARGV[index]``: that time when one is given (a test's
+    clock, in seconds), else the server's ``TIME`` (the empty string: what the library sends)."""
+    return f"""
+local function f(x) return string.format('%.17g', x) end
+local now = tonumber(ARGV[{index}])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+"""
+
+
 BUCKET = Script("bucket", _PRELUDE + """
 -- A token bucket whose debt is a queue: a call that must wait takes its tokens now (the balance goes
 -- negative) and is told how long to sleep, so later calls, from any process, queue behind it.
+-- The hash also keeps the fleet's members ('m:' .. id: when each was last seen), so that a process knows
+-- the fleet size to take its share of the rate from while Redis cannot be reached.
 -- ARGV: rate (> 0), capacity, n, max_wait (-1: no limit), give_back (>= 0),
---       mode (0: peek, 1: take only if there now, 2: take or reserve)
+--       mode (0: peek, 1: take only if there now, 2: take or reserve),
+--       member ('': none; else this process's id: mark it present and count the fleet), presence (s)
 local rate, cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_wait, give, mode = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local member, presence = ARGV[7], tonumber(ARGV[8])
 local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens, ts = tonumber(h[1]), tonumber(h[2])
 if tokens == nil or ts == nil then tokens = cap; ts = now end
@@ -56,9 +75,30 @@ else
   if mode == 2 and (max_wait < 0 or wait <= max_wait) then tokens = tokens - n; granted = 1 end
 end
 redis.call('HSET', KEYS[1], 'tokens', f(tokens), 'ts', f(now))
--- The key holds nothing a new full bucket would not once it has refilled: let it expire then.
-redis.call('PEXPIRE', KEYS[1], math.ceil((cap - tokens) / rate * 1000) + 1000)
-return {granted, f(wait), f(tokens), f(now)}
+local fleet = 0
+if member ~= '' then
+  redis.call('HSET', KEYS[1], 'm:' .. member, f(now))
+  -- Members who left are dropped at most every presence / 2 seconds, by whichever process comes first, so
+  -- that a fleet's visits cost one scan of its members per period, not one each (a member that left counts
+  -- for presence to 1.5 presence seconds); the fields besides the members are tokens, ts and pr.
+  local due = tonumber(redis.call('HGET', KEYS[1], 'pr'))
+  if due == nil or now >= due then
+    local all = redis.call('HGETALL', KEYS[1])
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'm:' and (tonumber(all[i + 1]) or 0) + presence < now then
+        redis.call('HDEL', KEYS[1], all[i])
+      end
+    end
+    redis.call('HSET', KEYS[1], 'pr', f(now + presence / 2))
+  end
+  fleet = redis.call('HLEN', KEYS[1]) - 3
+end
+-- The key holds nothing a new full bucket would not once it has refilled: let it expire then (members
+-- are kept as long as they count).
+local keep = math.ceil((cap - tokens) / rate * 1000) + 1000
+if fleet > 0 then keep = math.max(keep, math.ceil(presence * 1000)) end
+if keep > redis.call('PTTL', KEYS[1]) then redis.call('PEXPIRE', KEYS[1], keep) end
+return {granted, f(wait), f(tokens), f(now), fleet}
 """)
 
 QUOTA = Script("quota", _PRELUDE + """
@@ -86,13 +126,15 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return {ok, f(tokens), f(wait), f(now)}
 """)
 
-BREAKER = Script("breaker", _PRELUDE + """
--- The circuit breaker's state machine (the same rules as asyncretry.CircuitBreaker), on one hash.
+BREAKER = Script("breaker", _prelude_with_clock(17) + """
+-- The circuit breaker's state machine (the same rules as asyncretry.CircuitBreaker, held together by
+-- tests/test_redis_breaker_parity.py), on one hash.
 -- ARGV: op (0: peek, 1: acquire, 2: success, 3: failure, 4: isolate, 5: reset), probe (0, or the
 --       probe's ticket: the number of its half-open period), released probes (of the period released_in),
 --       failure_ratio (-1: off), minimum_throughput, sampling_duration,
 --       consecutive_failures (-1: off), break_duration, multiplier, max_break, max_probes,
---       successes_to_close, probe_lease, ttl_ms, failures_to_reopen, released_in
+--       successes_to_close, probe_lease, ttl_ms, failures_to_reopen, released_in,
+--       now (seconds; '' for the server's TIME)
 local op, probe, released = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ratio_limit, min_tp, sampling = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local consecutive_limit, base_break = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -105,7 +147,19 @@ local FIELDS = {'st', 'until', 'opened', 'brk', 'cons', 'infl', 'ps', 'pf', 'per
 for i = 0, 9 do table.insert(FIELDS, 's' .. i); table.insert(FIELDS, 'f' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
-for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
+for i, name in ipairs(FIELDS) do
+  v[name] = tonumber(raw[i])
+  -- A field another writer corrupted (not a finite number, a state out of range): say so rather than guess.
+  local x = v[name]
+  if raw[i] and (x == nil or x ~= x or x == math.huge or x == -math.huge) then
+    return redis.error_reply('WRONGTYPE the key holds a corrupted circuit breaker: field ' .. name .. ' is ' ..
+      tostring(raw[i]) .. ' (delete the key to start the breaker afresh)')
+  end
+end
+if v.st ~= nil and (v.st ~= math.floor(v.st) or v.st < CLOSED or v.st > ISOLATED) then
+  return redis.error_reply('WRONGTYPE the key holds a corrupted circuit breaker: field st is ' .. tostring(raw[1]) ..
+    ' (a state from 0 to 3; delete the key to start the breaker afresh)')
+end
 if v.st == nil then
   v = {st = CLOSED, ['until'] = 0, opened = -1, brk = base_break, cons = 0, infl = 0, ps = 0, pf = 0, per = 0,
        topen = 0, rej = 0, head = -1, lease = 0}
