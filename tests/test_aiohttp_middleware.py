@@ -355,9 +355,9 @@ async def test_per_request_options(server: FaultServer, app: FaultyApp) -> None:
     ("options", "error", "match"),
     [
         ({"retries": 3}, ValueError, "unknown keys"),
-        ({"idempotent": "yes"}, TypeError, "'idempotent' override must be True or False"),
-        ({"scope": 3}, TypeError, "'scope' override must be a str"),
-        ({"policy": {}}, TypeError, "'policy' override must be a RetryPolicy"),
+        ({"idempotent": "yes"}, TypeError, r"\['idempotent'\] must be True or False, got 'yes'"),
+        ({"scope": 3}, TypeError, r"\['scope'\] must be a string, got 3"),
+        ({"policy": {}}, TypeError, r"\['policy'\] must be a RetryPolicy"),
         ({"hedge": True}, ValueError, "cannot hedge"),
         ({"hedge": HedgingConfig(delay=0.1)}, ValueError, "cannot hedge"),
         ({"policy": RetryPolicy(hedging=HedgingConfig(delay=0.1))}, ValueError, "cannot hedge"),
