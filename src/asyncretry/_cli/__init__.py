@@ -43,13 +43,13 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def _limiter_profiles() -> tuple[str, ...]:
-    from .._primitives._cubic import PROFILES
+    from .._primitives._limiter_config import PROFILES
 
     return tuple(PROFILES)
 
 
 def _default_profile() -> str:
-    from .._primitives._cubic import AdaptiveLimiterConfig
+    from .._primitives._limiter_config import AdaptiveLimiterConfig
 
     return AdaptiveLimiterConfig().profile
 

@@ -55,8 +55,8 @@ import redis.asyncio
 from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
-from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
+from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import check_seconds
 from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
 from ._scripts import LIMITER, LIMITER_ASYNCRETRY
