@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from ._adaptive_rules import grown_rate, hold_after, repeat_cut, start_rate
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import SlidingCounter
 
@@ -66,8 +67,6 @@ THROTTLE_STEPS = (
 """The order in which a throttle's steps run; the first that decides the new rate ends the sequence.
 ``count_event``, ``measure`` and ``restart_below_capacity`` always run (when reached)."""
 
-# Clamp for the probe's exponent: 2**64 times any estimate is beyond every cap.
-_MAX_DOUBLINGS = 64.0
 # The fewest unserved responses in a row that can show an outage (``outage``).
 _OUTAGE_EVIDENCE = 3
 # Below this many times fair_count successes an estimate grows by fair_step and probes more slowly
@@ -330,8 +329,12 @@ class AsyncretryRateController:
         self._fresh_throttles += 1
         if self._fresh_throttles >= 2:
             config = self._config
-            served = self._fresh_successes / (self._fresh_successes + self._fresh_throttles)
-            cut = min(config.repeat_decrease, max(served, config.min_repeat_decrease))
+            cut = repeat_cut(
+                self._fresh_successes,
+                self._fresh_throttles,
+                repeat_decrease=config.repeat_decrease,
+                min_repeat_decrease=config.min_repeat_decrease,
+            )
             self._restart(event.now, self.fill_rate, cut, config.quick_recovery_time)
         # One alone: right after a decrease the server's bucket is still empty, bad luck maybe.
         return True
@@ -415,19 +418,20 @@ class AsyncretryRateController:
         seconds is probed every few seconds)."""
         config = self._config
         quick = as_seconds(config.quick_recovery_time)
-        previous = self.last_max_rate
-        if previous <= 0.0:
-            return quick
-        change = abs(capacity - previous) / previous
         # A count of n successes is only known to about 1/sqrt(n): a client that serves few requests
         # (one of a fleet) must not read its counting noise as a changed capacity.
-        tolerance = max(config.stable_change, 2.0 / max(self._counted, 1.0))
-        # Full hold up to half the tolerance, the quick one beyond it, linear in between.
-        weight = min(1.0, max(0.0, 2.0 - 2.0 * change / tolerance)) if tolerance > 0.0 else float(change == 0.0)
-        # How long the estimate has held, shrunk as much as this measurement moved it.
-        self._stable = self._now - weight * (self._now - self._stable)
-        settled = min(1.0, (self._now - self._stable) / as_seconds(config.settle_time))
-        return quick + (as_seconds(config.recovery_time) - quick) * weight * settled
+        hold, held = hold_after(
+            self.last_max_rate,
+            capacity,
+            self._counted,
+            held=self._now - self._stable,
+            stable_change=config.stable_change,
+            quick=quick,
+            slow=as_seconds(config.recovery_time),
+            settle=as_seconds(config.settle_time),
+        )
+        self._stable = self._now - held
+        return hold
 
     def _start_up(self, now: float) -> None:
         """The first throttles: start from what was served so far (``start_up``)."""
@@ -435,11 +439,12 @@ class AsyncretryRateController:
         covered = min(self._window, max(now - self._first_response, self._echo_guard))
         served = self._good.rate(now, covered)
         counted = float(self._served)
-        sent_share = config.min_repeat_decrease * self._responses.rate(now, covered)
+        answered = self._responses.rate(now, covered)
+        sent_share = config.min_repeat_decrease * answered
         if served <= 0.0:
             # Throttled before any success (one client of a fleet that started together): start from
             # a share of what was sent, not at the floor with nothing measured to grow from.
-            served = sent_share
+            served = start_rate(served, answered, min_repeat_decrease=config.min_repeat_decrease)
         elif self._served < _LUCKY_START and self._few > 0:
             # A success or two (one client of a fleet, served in the first round trip while most were
             # throttled) is luck, not capacity: no more than the share a throttled client starts from.
@@ -528,14 +533,21 @@ class AsyncretryRateController:
             # shares evens the shares out, and a slower probe keeps lucky clients from running away.
             step = config.fair_step * elapsed
             doubling *= few / max(self._evidence, 1.0)
-        if elapsed < recovery:
-            self._set(capacity * (1.0 - (1.0 - self._restart_fraction) * (1.0 - elapsed / recovery) ** 3) + step)
-            return
-        doublings = min((elapsed - recovery) / doubling, _MAX_DOUBLINGS)
-        sending = self._responses.rate(now, self._reaction)
         # Never beyond max_rate_growth times what was really sent (or the capacity, for a client that
         # sends so slowly that a short span of responses cannot measure it).
-        self._set(min(capacity * 2.0**doublings + step, config.max_rate_growth * max(sending, capacity)))
+        sending = self._responses.rate(now, self._reaction) if elapsed >= recovery else 0.0
+        self._set(
+            grown_rate(
+                capacity,
+                fraction=self._restart_fraction,
+                elapsed=elapsed,
+                hold=recovery,
+                doubling=doubling,
+                step=step,
+                sending=sending,
+                max_rate_growth=config.max_rate_growth,
+            )
+        )
 
     def _set(self, rate: float) -> None:
         config = self._config

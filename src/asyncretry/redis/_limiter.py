@@ -59,7 +59,7 @@ from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import check_seconds
 from ._backend import OnUnavailable, RedisBackend, _Link, _Linked, fmt, num, ttl_ms
-from ._scripts import LIMITER, LIMITER_ASYNCRETRY
+from ._scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
 
@@ -458,12 +458,12 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._reported = self._throttled = self._give = self._failed = 0
         args: tuple[str | int, ...]
         if self._aws:
-            args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
+            args = (SERVER_CLOCK, *self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
         else:
             # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
-                *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
+                SERVER_CLOCK, *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
                 fmt(max_wait), give, self._key_ttl_ms, *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
