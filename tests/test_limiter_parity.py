@@ -171,7 +171,7 @@ def _aws_events() -> list[Event]:
     return [*_run(0.0, 20.0, 1.0), *_run(1.0, 50.0, 2.0, throttle_every=17), *_run(3.0, 8.0, 3.0, throttle_every=5)]
 
 
-def _eval(client: redis.Redis, source: str, key: str, now: float, args: Sequence[object]) -> list[float]:
+def _eval(client: redis.Redis, source: str, key: str, now: float, args: Sequence[str | int]) -> list[float]:
     reply = client.eval(source, 1, key, repr(now), *args)
     return [float(x) for x in reply]
 

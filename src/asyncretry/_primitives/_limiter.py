@@ -250,20 +250,20 @@ class AdaptiveRateLimiter:
 
         The retry engine asks this after every throttle it reports (no server-directed delay); the retry
         then waits for its token as every attempt does. The ``"asyncretry"`` profile answers 0 for the
-        throttles of its start-up (the first round trip's: rule 8 of
+        throttles of its start-up (the first round trip's: ``start_answers_backoff`` of
         :class:`~asyncretry._primitives._adaptive.AsyncretryRateController`): its start already set the
         rate from what was served and the bucket paces the retry, so a backoff on top would only leave
         the server idle. It also answers 0 for the throttles of one client of a fleet whose rate its
-        congestion events set (rule 9): the rate answers them, and the random sleeps were much of the
-        unfairness left between such clients. Synchronous, never waits.
+        congestion events set (``fleet_event_rate``): the rate answers them, and the random sleeps were
+        much of the unfairness left between such clients. Synchronous, never waits.
 
         Args:
             delay: the backoff the policy drew for this retry, seconds.
 
         Returns:
             0 for a start-up throttle of the ``"asyncretry"`` profile, or a throttle of a fleet client
-            under its rule 9; otherwise ``delay`` (always for the ``"aws"`` profile: the SDKs sleep the
-            backoff after every throttle).
+            under its ``fleet_event_rate`` rule; otherwise ``delay`` (always for the ``"aws"`` profile:
+            the SDKs sleep the backoff after every throttle).
         """
         return 0.0 if self._control.answers_backoff else delay
 

@@ -40,9 +40,10 @@ class AdaptiveLimiterConfig:
 
     Args:
         profile: the rate-control strategy. ``"asyncretry"`` (the default) measures the server's
-            capacity and holds just below it (:class:`AsyncretryRateController`); ``"aws"`` is the AWS
-            SDKs' CUBIC limiter exactly (:class:`AwsRateController`), as ``RetryPolicy.aws_adaptive()``
-            uses it.
+            capacity and holds just below it
+            (:class:`~asyncretry._primitives._adaptive.AsyncretryRateController`); ``"aws"`` is the
+            AWS SDKs' CUBIC limiter exactly (:class:`~asyncretry._primitives._cubic.AwsRateController`),
+            as ``RetryPolicy.aws_adaptive()`` uses it.
 
     Shared:
         min_fill_rate: the lowest fill rate, tokens per second (> 0); default 0.5.
@@ -59,7 +60,7 @@ class AdaptiveLimiterConfig:
         smoothing: the weight of the newest sample in the measured send rate, in ``(0, 1]``; default 0.8.
         measurement_bucket: the width of one send-rate measurement bucket, seconds (> 0); default 0.5.
 
-    ``"asyncretry"`` profile (see :class:`AsyncretryRateController` for the rules and the reasons):
+    ``"asyncretry"`` profile (its rules and their reasons are in docs/adaptive-limiter.md):
         utilization: after a congestion event the rate restarts at this fraction of the measured
             capacity, in ``(0, 1)``; the gap refills the server's burst for the next probe. Default 0.95.
         repeat_decrease: a further throttle right after a decrease (the capacity fell further) keeps at
@@ -96,16 +97,16 @@ class AdaptiveLimiterConfig:
         fair_step: requests per second added to the rate per second since the last decrease, on top
             of the recovery and the probe, while the estimate rests on fewer than ``2 * fair_count``
             successes (one client of a fleet with a limiter each): the one growth that is the same for
-            every client, so that their shares converge (>= 0; 0 disables it and rule 9). Once a
+            every client, so that their shares converge (>= 0; 0 disables it and ``fleet_event_rate``). Once a
             fleet client has counted its congestion events, their rate sets its rate instead, from the
-            mean of that sawtooth (rule 9). Default 1.0.
+            mean of that sawtooth (``fleet_event_rate``). Default 1.0.
         fair_count: a capacity measurement resting on fewer than this many successes (those counted
             between the two throttles or in the last ``measurement_window``, whichever is more; the
             first one after an outage also counts half of what the estimate predicted for a window) is
             mostly noise: the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
-            ``recovery_time``, and grows by ``fair_step`` (rule 7); below ``2 * fair_count`` the probe
+            ``recovery_time``, and grows by ``fair_step`` (``few_successes``); below ``2 * fair_count`` the probe
             doubles more slowly; after two such measurements in a row the event rate sets the rate
-            (rule 9). >= 0; 0 disables this, ``fair_step`` and rule 9. Default 12.
+            (``fleet_event_rate``). >= 0; 0 disables this, ``fair_step`` and ``fleet_event_rate``. Default 12.
             Both concern a fleet with a limiter per client: ``RedisAdaptiveRateLimiter``, one limiter
             for the whole fleet, does not use them.
 

@@ -34,7 +34,7 @@ Approximations, stated: reports are counted at the server time they arrive (up t
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
 the SDKs' own lag of one measurement bucket. A call that must wait reserves its token (its place in the
 fleet's queue) and sleeps until the time the fleet's rate brings its token in, as the default profile's
-rule 4 predicts that rate (the climb back to the estimate, then the probe above it, doubling every
+recovery predicts that rate (the climb back to the estimate, then the probe above it, doubling every
 ``probe_doubling_time``), not at the rate of the moment; every ``sync_interval``, and once more when it
 wakes, it checks how many tokens the bucket has taken in since, so that a rate change in the fleet moves
 its wake-up earlier or later, as the in-process bucket re-plans (a request sent on time at a rate the

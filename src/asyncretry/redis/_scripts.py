@@ -372,7 +372,7 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROF
 -- requests on the server's clock, so a throttle of a request sent before the fleet's last decrease is an
 -- echo whichever process decreased. Successes are counted when reported (one request after their answer),
 -- in slots of measurement_window / 20, so the served rate is the fleet's over recent spans. Outages are not
--- detected (a run of 503s only stops the growth). A call that must wait is told when the rate of rule 4 (the
+-- detected (a run of 503s only stops the growth). A call that must wait is told when the rate of the recovery (the
 -- climb back to the estimate, then the probe) brings its token in, not when the rate of the moment would.
 -- ARGV (after the clock): utilization, repeat_decrease, min_repeat_decrease, reaction_time, measurement_window,
 --       recovery_time, quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
@@ -460,7 +460,7 @@ local function recovery_after(capacity, counted)
   return hold
 end
 local function start_up()
-  -- rule 1: start from what the fleet was served so far (or a share of what it sent), not from the floor
+  -- start_up: start from what the fleet was served so far (or a share of what it sent), not from the floor
   local covered = math.min(window, math.max(now - v.first, 2 * width))
   local base = start_rate(rate('g', covered), rate('a', covered), min_cut)
   -- a later answer of the same round trip may raise the start, never lower it
@@ -478,14 +478,14 @@ for _, sent in ipairs(sends) do
   elseif fresh then
     v.st = 0
     if sent - v.dec < reaction then
-      -- rule 5: a second fresh throttle right after a decrease: the capacity fell further
+      -- repeat_cut: a second fresh throttle right after a decrease: the capacity fell further
       v.ft = v.ft + 1
       if v.ft >= 2 then
         v.stab = now
         restart(v.fill, repeat_cut(v.fs, v.ft, repeat_dec, min_cut), quick)
       end
     else
-      -- rule 3: the capacity is what the server admitted to the fleet since the last event
+      -- the measurement: the capacity is what the server admitted to the fleet since the last event
       local capacity = -1
       local counted = v.srv - v.mks
       if v.mks >= 0 and now - v.mkt >= reaction then capacity = counted / (now - v.mkt) end
@@ -508,14 +508,14 @@ end
 if ok > 0 and v.en == 1 then
   v.fs = v.fs + ok
   if not restarted then
-    -- rule 4: recover to the estimate along a concave curve, then probe above it
+    -- the recovery: recover to the estimate along a concave curve, then probe above it
     set(grown_rate(math.max(v.est, min_fill), v.frac, now - v.dec, v.rec, doubling, 0, rate('a', reaction), growth))
   end
 end
 v.tok = math.min(v.tok, v.cap)
 """ + _GRANT_AND_SAVE + """
 if wait > 0 and granted == 1 then
-  -- The wake-up time follows the rate rule 4 predicts (the climb back to the estimate, then the probe),
+  -- The wake-up time follows the rate the recovery predicts (the climb back to the estimate, then the probe),
   -- not the rate of now: a sleeper that woke late while the probe raised the rate would find its token long
   -- due, and when the probe's throttle cut the rate, the fleet's overdue sleepers would all still go out
   -- at the probe's rate (the overshoot). Tokens the rate brings in over [now, now + span]:
