@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from asyncretry import AdaptiveRateLimiter, Retrier, RetryPolicy
+from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter, Retrier, RetryPolicy
+from asyncretry._primitives._adaptive import RULES, AsyncretryRateController
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.testing import virtual_time_loop
 
@@ -115,6 +116,17 @@ class Run:
     recover: float
 
 
+def _rules(controller: str) -> frozenset[str] | None:
+    """The rules of a default-profile variant named ``asyncretry-without:RULE+RULE``; ``None`` otherwise."""
+    if not controller.startswith("asyncretry-without:"):
+        return None
+    left_out = set(controller.split(":", 1)[1].split("+"))
+    unknown = left_out - set(RULES)
+    if unknown:
+        raise SystemExit(f"unknown rules {sorted(unknown)}: choose from {', '.join(RULES)}")
+    return frozenset(RULES) - left_out
+
+
 def _policy(controller: str) -> RetryPolicy:
     if controller == "aws":
         return RetryPolicy.aws_adaptive()
@@ -167,8 +179,11 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
         if controller != "none":
             limiter = AdaptiveRateLimiter(policy.limiter_config, name=f"c{index}",
                                           rng=random.Random(seeds.random()).random)
+            rules = _rules(controller)
             if controller == "aimd":
                 limiter._control = AimdController(start)  # the benchmark's own controller, for comparison
+            elif rules is not None:  # a variant of the default profile with rules switched off
+                limiter._control = AsyncretryRateController(AdaptiveLimiterConfig(), start, rules=rules)
         retriers.append(Retrier(policy, name=f"c{index}", rng=random.Random(seeds.random()).random,
                                 limiter=limiter))
 
@@ -281,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtts", help="comma-separated round trips, seconds (default 0.001,0.1)")
     parser.add_argument("--demands", help="comma-separated, from equal,mixed (default both)")
     parser.add_argument("--shapes", help="comma-separated, from steady,step (default both)")
-    parser.add_argument("--controllers", default=",".join(CONTROLLERS), help="comma-separated")
+    parser.add_argument(
+        "--controllers", default=",".join(CONTROLLERS),
+        help="comma-separated, from asyncretry, aws, none, aimd and asyncretry-without:RULE+RULE (a variant of "
+        f"the default profile without those rules: {', '.join(RULES)})",
+    )
     parser.add_argument("--seeds", type=int, help="seeds per cell (default 8)")
     parser.add_argument("--duration", type=float, help="virtual seconds per run (default 60)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
