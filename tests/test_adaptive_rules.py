@@ -1,13 +1,15 @@
 """The default profile's rules one at a time: each switched off alone changes exactly its own behaviour.
 
-The controller is pure and told the time, so these drive it with explicit times (no event loop).
+The controller is pure and told the time, so most tests drive it with explicit times (no event loop); the
+last ones drive an AdaptiveRateLimiter on the event loop's virtual clock, on asyncio and trio.
 """
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
-from asyncretry import AdaptiveLimiterConfig
+from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter
 from asyncretry._primitives._adaptive import RULES, THROTTLE_STEPS, AsyncretryRateController
 
 LATENCY = 0.02
@@ -107,3 +109,44 @@ def test_few_successes_adds_the_fair_step_to_a_slow_clients_recovery() -> None:
         control.update(1.3, False, 1.25)  # within the recovery after the start-up's restart
         rates.append(control.fill_rate)
     assert rates[0] > rates[1]
+
+
+# --- the same rules through the limiter, on the event loop's (virtual) clock, on asyncio and trio
+
+
+async def _limiter_served_then_throttled() -> AdaptiveRateLimiter:
+    """A default-profile limiter fed 100 successes a second for 1 s, then its first throttle."""
+    limiter = AdaptiveRateLimiter(name="api")
+    for _ in range(100):
+        await anyio.sleep(0.01)
+        limiter.update(False, sent_at=anyio.current_time() - LATENCY)
+    limiter.update(True, sent_at=anyio.current_time() - LATENCY)
+    return limiter
+
+
+@pytest.mark.anyio
+async def test_the_limiter_answers_the_start_ups_backoff_but_not_a_measured_events() -> None:
+    """The first throttle needs no engine backoff (start_answers_backoff); a later measured event of a
+    limiter serving all the traffic keeps it."""
+    limiter = await _limiter_served_then_throttled()
+    assert limiter.backoff_after_throttle(0.5) == 0.0
+    for _ in range(150):
+        await anyio.sleep(0.01)
+        limiter.update(False, sent_at=anyio.current_time() - LATENCY)
+    limiter.update(True, sent_at=anyio.current_time() - LATENCY)
+    assert limiter.backoff_after_throttle(0.5) == 0.5
+
+
+@pytest.mark.anyio
+async def test_the_limiter_probes_slowly_through_an_outage_and_restores_the_rate_after_it() -> None:
+    """A window of nothing but failures drops the rate to a probe (outage); the first success after it
+    restores most of the capacity from before at once."""
+    limiter = await _limiter_served_then_throttled()
+    before = limiter.fill_rate
+    for _ in range(60):
+        await anyio.sleep(0.025)
+        limiter.update(False, sent_at=anyio.current_time() - LATENCY, failed=True)
+    assert limiter.fill_rate < 0.1 * before
+    await anyio.sleep(0.025)
+    limiter.update(False, sent_at=anyio.current_time() - LATENCY)
+    assert limiter.fill_rate > 0.5 * before
