@@ -116,10 +116,21 @@ class Run:
     recover: float
 
 
+class PacedController(AsyncretryRateController):
+    """A default-profile variant whose every throttle, once enabled, needs no engine backoff: the bucket paces."""
+
+    @property
+    def answers_backoff(self) -> bool:
+        return self.enabled
+
+
 def _rules(controller: str) -> frozenset[str] | None:
-    """The rules of a default-profile variant named ``asyncretry-without:RULE+RULE``; ``None`` otherwise."""
-    if not controller.startswith("asyncretry-without:"):
+    """The rules of a default-profile variant named ``asyncretry-without:RULE+RULE`` or ``asyncretry-paced``
+    (the rest of the name as before); ``None`` for the other controllers."""
+    if not controller.startswith(("asyncretry-without:", "asyncretry-paced")):
         return None
+    if ":" not in controller:
+        return frozenset(RULES)
     left_out = set(controller.split(":", 1)[1].split("+"))
     unknown = left_out - set(RULES)
     if unknown:
@@ -183,7 +194,8 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
             if controller == "aimd":
                 limiter._control = AimdController(start)  # the benchmark's own controller, for comparison
             elif rules is not None:  # a variant of the default profile with rules switched off
-                limiter._control = AsyncretryRateController(AdaptiveLimiterConfig(), start, rules=rules)
+                kind = PacedController if controller.startswith("asyncretry-paced") else AsyncretryRateController
+                limiter._control = kind(AdaptiveLimiterConfig(), start, rules=rules)
         retriers.append(Retrier(policy, name=f"c{index}", rng=random.Random(seeds.random()).random,
                                 limiter=limiter))
 
@@ -299,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--controllers", default=",".join(CONTROLLERS),
         help="comma-separated, from asyncretry, aws, none, aimd and asyncretry-without:RULE+RULE (a variant of "
-        f"the default profile without those rules: {', '.join(RULES)})",
+        f"the default profile without those rules: {', '.join(RULES)}); asyncretry-paced[:RULE+RULE]: the same "
+        "with no engine backoff after any throttle",
     )
     parser.add_argument("--seeds", type=int, help="seeds per cell (default 8)")
     parser.add_argument("--duration", type=float, help="virtual seconds per run (default 60)")
