@@ -1,10 +1,11 @@
 """The Lua scripts that keep the shared state on Redis: one script per operation, one key per primitive.
 
 Every script reads the server's clock (``TIME``), so the processes of a fleet never disagree about time
-(the limiter scripts unless their first argument gives them a time, as the tests do), and runs atomically: no two processes interleave inside one. Each touches exactly one key (a hash), so
-the primitives also work on Redis Cluster. Floats cross the wire as ``%.17g`` strings, since Redis
-would truncate a Lua number in a reply to an integer. Scripts need Redis >= 5 (or Valkey), where a
-script that reads ``TIME`` may write (effects replication).
+(the limiter scripts unless their first argument gives them a time, as the tests do), and runs
+atomically: no two processes interleave inside one. Each touches exactly one key (a hash), so the
+primitives also work on Redis Cluster. Floats cross the wire as ``%.17g`` strings, since Redis would
+truncate a Lua number in a reply to an integer. Scripts need Redis >= 5 (or Valkey), where a script
+that reads ``TIME`` may write (effects replication).
 """
 
 from __future__ import annotations
