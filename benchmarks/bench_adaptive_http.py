@@ -46,8 +46,8 @@ import anyio
 import httpx
 
 from asyncretry import OutcomeKind, RetryPolicy, history_of
-from asyncretry._primitives._cubic import PROFILES as LIMITER_PROFILES
 from asyncretry._primitives._limiter import AdaptiveLimiterConfig
+from asyncretry._primitives._limiter_config import PROFILES as LIMITER_PROFILES
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo
 from benchmarks._common import server_url
 

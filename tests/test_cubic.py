@@ -13,15 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncretry._primitives._cubic import (
-    AdaptiveLimiterConfig,
     AwsRateController,
     CubicCalculator,
-    SendRateMeter,
     cubic_success_rate,
     cubic_throttle_rate,
     cubic_window,
-    new_rate_controller,
 )
+from asyncretry._primitives._limiter_config import AdaptiveLimiterConfig
+from asyncretry._primitives._meters import SendRateMeter
+from asyncretry._primitives._rate_controller import new_rate_controller
 
 DATA = Path(__file__).parent / "data"
 CUBIC_TABLE: dict[str, Any] = json.loads((DATA / "cubic_calculator.json").read_text(encoding="utf-8"))

@@ -23,12 +23,10 @@ from asyncretry import (
     Retrier,
     RetryPolicy,
 )
-from asyncretry._primitives._cubic import (
-    AsyncretryRateController,
-    AwsRateController,
-    SlidingCounter,
-    new_rate_controller,
-)
+from asyncretry._primitives._adaptive import AsyncretryRateController
+from asyncretry._primitives._cubic import AwsRateController
+from asyncretry._primitives._meters import SlidingCounter
+from asyncretry._primitives._rate_controller import new_rate_controller
 from asyncretry._simulation import Scenario, run_simulation
 from asyncretry.testing import VirtualClock, fixed_random
 

@@ -1,9 +1,9 @@
 """A fleet sharing the default profile through Redis, in virtual time: the real scripts on the real server.
 
-The scripts read the server's clock (``TIME``), which a test cannot drive. Here each script runs in a copy
-that reads the time from its last argument instead, and :class:`VirtualTimeBackend` passes the test's
-virtual clock there, through a synchronous client (a round trip takes no virtual time), so a fleet of
-processes runs as one deterministic simulation, on asyncio and trio alike.
+The limiter scripts take the time as their first argument (the limiters send an empty one: the server's
+clock). :class:`VirtualTimeBackend` passes the test's virtual clock there instead, through a synchronous
+client (a round trip takes no virtual time), so a fleet of processes runs as one deterministic simulation,
+on asyncio and trio alike.
 """
 
 from __future__ import annotations
@@ -25,23 +25,16 @@ from asyncretry import AdaptiveLimiterConfig, Retrier, RetryPolicy
 from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
-from asyncretry.redis._scripts import LIMITER, LIMITER_ASYNCRETRY, Script
+from asyncretry.redis._scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK, Script
 from asyncretry.redis._values import fmt
 from conftest_redis import RedisServer
 
 pytestmark = [pytest.mark.redis]
 
-_TIME = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) + tonumber(t[2]) / 1000000\n"
 # The server's clock is the virtual one moved by an offset, as a real server's differs from a process's.
 _OFFSET = 1000.0
+_LIMITERS = (LIMITER.name, LIMITER_ASYNCRETRY.name)
 
-
-def _on_virtual_time(script: Script) -> Script:
-    assert _TIME in script.source
-    return Script(script.name, script.source.replace(_TIME, "local now = tonumber(table.remove(ARGV))\n"))
-
-
-_VIRTUAL = {script.name: _on_virtual_time(script) for script in (LIMITER, LIMITER_ASYNCRETRY)}
 
 
 class VirtualTimeBackend(RedisBackend):
@@ -54,8 +47,9 @@ class VirtualTimeBackend(RedisBackend):
         self.latency = 0.0  # ... or make the answers take time
 
     async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
-        source = _VIRTUAL[script.name].source
-        reply = self._sync.eval(source, 1, key, *args, repr(DEFAULT_CLOCK.now() + self.offset))
+        assert script.name in _LIMITERS
+        assert args[0] == SERVER_CLOCK
+        reply = self._sync.eval(script.source, 1, key, repr(DEFAULT_CLOCK.now() + self.offset), *args[1:])
         assert isinstance(reply, list)
         if self.latency:
             await anyio.sleep(self.latency)
@@ -425,8 +419,8 @@ def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
         for gap, ok, failed, sends, want, max_wait, give in reports:
             now += gap
             times = [fmt(0.0 if sent is None else now + sent) for sent in sends]
-            args = [*head, ok, failed, int(want), fmt(max_wait), give, 60000, *times, repr(now)]
-            reply = client.eval(_VIRTUAL["limiter-asyncretry"].source, 1, key, *args)
+            args = [repr(now), *head, ok, failed, int(want), fmt(max_wait), give, 60000, *times]
+            reply = client.eval(LIMITER_ASYNCRETRY.source, 1, key, *args)
             numbers = [float(x) for x in reply]
             assert all(math.isfinite(x) for x in numbers), reply
             wait, fill, cap, tokens, now_accrued = numbers[1], numbers[3], numbers[4], numbers[5], numbers[11]

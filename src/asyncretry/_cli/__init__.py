@@ -59,13 +59,13 @@ class _Formatter(argparse.HelpFormatter):
 
 
 def _limiter_profiles() -> tuple[str, ...]:
-    from .._primitives._cubic import PROFILES
+    from .._primitives._limiter_config import PROFILES
 
     return tuple(PROFILES)
 
 
 def _default_profile() -> str:
-    from .._primitives._cubic import AdaptiveLimiterConfig
+    from .._primitives._limiter_config import AdaptiveLimiterConfig
 
     return AdaptiveLimiterConfig().profile
 

@@ -5,12 +5,13 @@ from an :class:`~asyncretry.AsyncTokenBucket` whose fill rate a *profile* contro
 
 * ``"asyncretry"`` (the default) measures the capacity the server admits between throttles, holds
   the rate just below it, reacts once per congestion event and probes now and then for more
-  (:class:`~asyncretry._primitives._cubic.AsyncretryRateController`);
+  (:class:`~asyncretry._primitives._adaptive.AsyncretryRateController`);
 * ``"aws"`` is the AWS SDKs' CUBIC limiter exactly: cut to ``beta`` times the measured send rate on
   each throttle, grown back along a cubic curve, never above ``max_rate_growth`` times the measured
   send rate.
 
-The rate math lives in :mod:`._cubic` as synchronous state machines; this module only applies their
+The rate math lives in :mod:`._cubic` (``"aws"``) and :mod:`._adaptive` (``"asyncretry"``) as
+synchronous state machines; this module only applies their
 decisions to the bucket and does the waiting.
 """
 
@@ -27,7 +28,8 @@ from .._exceptions import RateLimitTimeout
 from .._validate import check_callable, check_clock, check_instance, check_seconds, check_str
 from ._bucket import AsyncTokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
-from ._cubic import AdaptiveLimiterConfig, RateController, new_rate_controller
+from ._limiter_config import AdaptiveLimiterConfig
+from ._rate_controller import RateController, new_rate_controller
 from ._waiter import in_event_loop
 
 __all__ = ["AdaptiveLimiterConfig", "AdaptiveRateLimiter", "LimiterStatistics"]
@@ -249,20 +251,20 @@ class AdaptiveRateLimiter:
 
         The retry engine asks this after every throttle it reports (no server-directed delay); the retry
         then waits for its token as every attempt does. The ``"asyncretry"`` profile answers 0 for the
-        throttles of its start-up (the first round trip's: rule 8 of
-        :class:`~asyncretry._primitives._cubic.AsyncretryRateController`): its start already set the
+        throttles of its start-up (the first round trip's: ``start_answers_backoff`` of
+        :class:`~asyncretry._primitives._adaptive.AsyncretryRateController`): its start already set the
         rate from what was served and the bucket paces the retry, so a backoff on top would only leave
         the server idle. It also answers 0 for the throttles of one client of a fleet whose rate its
-        congestion events set (rule 9): the rate answers them, and the random sleeps were much of the
-        unfairness left between such clients. Synchronous, never waits.
+        congestion events set (``fleet_event_rate``): the rate answers them, and the random sleeps were
+        much of the unfairness left between such clients. Synchronous, never waits.
 
         Args:
             delay: the backoff the policy drew for this retry, seconds.
 
         Returns:
             0 for a start-up throttle of the ``"asyncretry"`` profile, or a throttle of a fleet client
-            under its rule 9; otherwise ``delay`` (always for the ``"aws"`` profile: the SDKs sleep the
-            backoff after every throttle).
+            under its ``fleet_event_rate`` rule; otherwise ``delay`` (always for the ``"aws"`` profile:
+            the SDKs sleep the backoff after every throttle).
         """
         return 0.0 if self._control.answers_backoff else delay
 

@@ -34,7 +34,7 @@ Approximations, stated: reports are counted at the server time they arrive (up t
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
 the SDKs' own lag of one measurement bucket. A call that must wait reserves its token (its place in the
 fleet's queue) and sleeps until the time the fleet's rate brings its token in, as the default profile's
-rule 4 predicts that rate (the climb back to the estimate, then the probe above it, doubling every
+recovery predicts that rate (the climb back to the estimate, then the probe above it, doubling every
 ``probe_doubling_time``), not at the rate of the moment; every ``sync_interval``, and once more when it
 wakes, it checks how many tokens the bucket has taken in since, so that a rate change in the fleet moves
 its wake-up earlier or later, as the in-process bucket re-plans (a request sent on time at a rate the
@@ -55,12 +55,12 @@ import redis.asyncio
 from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
-from .._primitives._cubic import AdaptiveLimiterConfig
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
+from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import as_seconds, check_seconds
 from ._backend import RedisBackend
 from ._link import OnUnavailable, _Link, _Linked
-from ._scripts import LIMITER, LIMITER_ASYNCRETRY
+from ._scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
 from ._values import fmt, num, ttl_ms
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
@@ -457,12 +457,12 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._reported = self._throttled = self._give = self._failed = 0
         args: tuple[str | int, ...]
         if self._aws:
-            args = (*self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
+            args = (SERVER_CLOCK, *self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
         else:
             # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
-                *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
+                SERVER_CLOCK, *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
                 fmt(max_wait), give, self._key_ttl_ms, *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.

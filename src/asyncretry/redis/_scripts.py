@@ -1,18 +1,18 @@
 """The Lua scripts that keep the shared state on Redis: one script per operation, one key per primitive.
 
 Every script reads the server's clock (``TIME``), so the processes of a fleet never disagree about time
-(the breaker's script takes a clock argument instead when one is given: tests drive it that way), and
-runs atomically: no two processes interleave inside one. Each touches exactly one key (a hash), so
-the primitives also work on Redis Cluster. Floats cross the wire as ``%.17g`` strings, since Redis
-would truncate a Lua number in a reply to an integer. Scripts need Redis >= 5 (or Valkey), where a
-script that reads ``TIME`` may write (effects replication).
+(the breaker's and the limiter's scripts take a clock argument instead when one is given: tests drive them
+that way), and runs atomically: no two processes interleave inside one. Each touches exactly one key (a
+hash), so the primitives also work on Redis Cluster. Floats cross the wire as ``%.17g`` strings, since Redis
+would truncate a Lua number in a reply to an integer. Scripts need Redis >= 5 (or Valkey), where a script
+that reads ``TIME`` may write (effects replication).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-__all__ = ["BREAKER", "BUCKET", "LIMITER", "LIMITER_ASYNCRETRY", "QUOTA", "Script"]
+__all__ = ["BREAKER", "BUCKET", "DEFAULT_RULES", "LIMITER", "LIMITER_ASYNCRETRY", "QUOTA", "SERVER_CLOCK", "Script"]
 
 
 class Script:
@@ -281,6 +281,47 @@ for _, e in ipairs(events) do table.insert(reply, e) end
 return reply
 """)
 
+# The limiter scripts take the time as their first argument: '' (what the limiters send) reads the server's
+# clock, a number is used as it is (tests drive the scripts in virtual time, and feed them the same events as
+# the in-process controllers). The first argument is removed, so the others keep their places.
+_LIMITER_PRELUDE = """
+local function f(x) return string.format('%.17g', x) end
+local now = tonumber(table.remove(ARGV, 1))
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+"""
+
+SERVER_CLOCK = ""
+"""The clock argument of the limiter scripts that makes them read the server's clock."""
+
+# The "asyncretry" profile's formulas, one Lua function per Python function of the same name in
+# asyncretry._primitives._adaptive_rules (tests/test_limiter_parity.py feeds both the same cases).
+DEFAULT_RULES = """
+local function start_rate(served, answered, min_repeat_decrease)
+  if served > 0 then return served end
+  return min_repeat_decrease * answered
+end
+local function repeat_cut(successes, throttles, repeat_decrease, min_repeat_decrease)
+  local served = successes / math.max(successes + throttles, 1)
+  return math.min(repeat_decrease, math.max(served, min_repeat_decrease))
+end
+local function hold_after(previous, capacity, counted, held, stable_change, quick, slow, settle)
+  if previous <= 0 then return quick, held end
+  local change = math.abs(capacity - previous) / previous
+  local tolerance = math.max(stable_change, 2 / math.max(counted, 1))
+  local weight = math.min(1, math.max(0, 2 - 2 * change / tolerance))
+  held = held * weight
+  return quick + (slow - quick) * weight * math.min(1, held / settle), held
+end
+local function grown_rate(capacity, fraction, elapsed, hold, doubling, step, sending, max_rate_growth)
+  if elapsed < hold then return capacity * (1 - (1 - fraction) * (1 - elapsed / hold) ^ 3) + step end
+  local doublings = math.min((elapsed - hold) / doubling, 64)
+  return math.min(capacity * 2 ^ doublings + step, max_rate_growth * math.max(sending, capacity))
+end
+"""
+
 # The two limiter scripts keep different fields under the same key: a process whose profile differs from the
 # one that made the state is told so (a WRONGTYPE reply: a ConfigurationError), rather than failing on a missing
 # field (an error the backend would take for Redis being down, failing every primitive on it open).
@@ -319,13 +360,13 @@ for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[
 redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)"""
 
-LIMITER = Script("limiter", _PRELUDE + _WRONG_PROFILE + """
+LIMITER = Script("limiter", _LIMITER_PRELUDE + _WRONG_PROFILE + """
 -- The fleet's adaptive limiter: one CUBIC state (SPEC section 5) fed by every process's responses, and
 -- one token bucket at its fill rate that every process takes its tokens from (debt = queue, as BUCKET).
 -- 'acc' counts every token that ever came into the bucket (refill and hand-backs): a reservation is due
 -- once 'acc' reaches the 'due' it was given, whatever the fill rate did meanwhile, so sleepers can
 -- re-plan when the fleet's rate changes.
--- ARGV: beta, C, smoothing, measurement bucket width, min_fill_rate, min_capacity, max_rate_growth,
+-- ARGV (after the clock): beta, C, smoothing, measurement bucket width, min_fill_rate, min_capacity, max_rate_growth,
 --       responses, throttles (reported since the process's last round trip), want (0/1),
 --       max_wait (-1: no limit), give_back, ttl_ms
 local beta, C, smoothing, width = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -378,22 +419,22 @@ return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax
         f(v.acc), f(due)}
 """)
 
-LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _PRELUDE + _WRONG_PROFILE + """
+LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROFILE + DEFAULT_RULES + """
 -- The fleet's adaptive limiter, default ("asyncretry") profile: AsyncretryRateController's rules applied to
 -- the whole fleet's responses, and one token bucket at the resulting fill rate that every process takes its
 -- tokens from (as LIMITER). Time is the server's: the processes send the send times of their throttled
 -- requests on the server's clock, so a throttle of a request sent before the fleet's last decrease is an
 -- echo whichever process decreased. Successes are counted when reported (one request after their answer),
 -- in slots of measurement_window / 20, so the served rate is the fleet's over recent spans. Outages are not
--- detected (a run of 503s only stops the growth). A call that must wait is told when the rate of rule 4 (the
+-- detected (a run of 503s only stops the growth). A call that must wait is told when the rate of the recovery (the
 -- climb back to the estimate, then the probe) brings its token in, not when the rate of the moment would.
--- ARGV: utilization, repeat_decrease, min_repeat_decrease, reaction_time, measurement_window, recovery_time,
---       quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
+-- ARGV (after the clock): utilization, repeat_decrease, min_repeat_decrease, reaction_time, measurement_window,
+--       recovery_time, quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
 --       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
 --       give_back, ttl_ms (16-21), then the send times of the reported throttles (server clock, any order;
 --       0 for a request its process sent free, before it heard that the limiter was enabled)
-local util, repeat_cut, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local util, repeat_dec, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local reaction, window, slow = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local quick, stable, settle = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local doubling, burst, margin = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
@@ -468,22 +509,20 @@ local function restart(capacity, fraction, hold)
 end
 local function recovery_after(capacity, counted)
   -- up to recovery_time when the measurement confirms the estimate, quick_recovery_time when it moved it
-  if v.est <= 0 then return quick end
-  local change = math.abs(capacity - v.est) / v.est
-  local tol = math.max(stable, 2 / math.max(counted, 1))
-  local weight = math.min(1, math.max(0, 2 - 2 * change / tol))
-  v.stab = now - weight * (now - v.stab)
-  return quick + (slow - quick) * weight * math.min(1, (now - v.stab) / settle)
+  local hold, held = hold_after(v.est, capacity, counted, now - v.stab, stable, quick, slow, settle)
+  v.stab = now - held
+  return hold
 end
 local function start_up()
-  -- rule 1: start from what the fleet was served so far (or a share of what it sent), not from the floor
+  -- start_up: start from what the fleet was served so far (or a share of what it sent), not from the floor
   local covered = math.min(window, math.max(now - v.first, 2 * width))
-  local base = rate('g', covered)
-  if base <= 0 then base = min_cut * rate('a', covered) end
+  local base = start_rate(rate('g', covered), rate('a', covered), min_cut)
+  -- a later answer of the same round trip may raise the start, never lower it
+  if v.en == 1 then base = math.max(base, v.est) end
   local dec = v.dec
   if v.en == 0 then dec = now end
   v.en = 1; v.st = 1
-  restart(base, repeat_cut, quick)
+  restart(base, repeat_dec, quick)
   v.dec = dec  -- echoes of the same round trip do not move the event
 end
 for _, sent in ipairs(sends) do
@@ -493,15 +532,14 @@ for _, sent in ipairs(sends) do
   elseif fresh then
     v.st = 0
     if sent - v.dec < reaction then
-      -- rule 5: a second fresh throttle right after a decrease: the capacity fell further
+      -- repeat_cut: a second fresh throttle right after a decrease: the capacity fell further
       v.ft = v.ft + 1
       if v.ft >= 2 then
-        local share = v.fs / math.max(v.fs + v.ft, 1)
         v.stab = now
-        restart(v.fill, math.min(repeat_cut, math.max(share, min_cut)), quick)
+        restart(v.fill, repeat_cut(v.fs, v.ft, repeat_dec, min_cut), quick)
       end
     else
-      -- rule 3: the capacity is what the server admitted to the fleet since the last event
+      -- the measurement: the capacity is what the server admitted to the fleet since the last event
       local capacity = -1
       local counted = v.srv - v.mks
       if v.mks >= 0 and now - v.mkt >= reaction then capacity = counted / (now - v.mkt) end
@@ -514,7 +552,7 @@ for _, sent in ipairs(sends) do
       end
       capacity = math.min(capacity, v.fill)
       if capacity <= 0 then
-        restart(v.fill, repeat_cut, quick)
+        restart(v.fill, repeat_dec, quick)
       else
         restart(capacity, util, recovery_after(capacity, counted))
       end
@@ -524,21 +562,14 @@ end
 if ok > 0 and v.en == 1 then
   v.fs = v.fs + ok
   if not restarted then
-    -- rule 4: recover to the estimate along a concave curve, then probe above it
-    local elapsed = now - v.dec
-    local capacity = math.max(v.est, min_fill)
-    if elapsed < v.rec then
-      set(capacity * (1 - (1 - v.frac) * (1 - elapsed / v.rec) ^ 3))
-    else
-      local doublings = math.min((elapsed - v.rec) / doubling, 64)
-      set(math.min(capacity * 2 ^ doublings, growth * math.max(rate('a', reaction), capacity)))
-    end
+    -- the recovery: recover to the estimate along a concave curve, then probe above it
+    set(grown_rate(math.max(v.est, min_fill), v.frac, now - v.dec, v.rec, doubling, 0, rate('a', reaction), growth))
   end
 end
 v.tok = math.min(v.tok, v.cap)
 """ + _GRANT_AND_SAVE + """
 if wait > 0 and granted == 1 then
-  -- The wake-up time follows the rate rule 4 predicts (the climb back to the estimate, then the probe),
+  -- The wake-up time follows the rate the recovery predicts (the climb back to the estimate, then the probe),
   -- not the rate of now: a sleeper that woke late while the probe raised the rate would find its token long
   -- due, and when the probe's throttle cut the rate, the fleet's overdue sleepers would all still go out
   -- at the probe's rate (the overshoot). Tokens the rate brings in over [now, now + span]:

@@ -1,0 +1,106 @@
+"""The ``"asyncretry"`` profile's formulas, as pure functions of their inputs.
+
+:class:`~asyncretry._primitives._adaptive.AsyncretryRateController` applies them to one client's
+responses; the Redis script of the shared limiter (``asyncretry.redis``) has a Lua function of the same
+name for each, applied to a fleet's, and a parity test feeds both the same table of cases.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_DOUBLINGS", "grown_rate", "hold_after", "repeat_cut", "start_rate"]
+
+MAX_DOUBLINGS = 64.0
+"""Clamp for the probe's exponent: 2**64 times any estimate is beyond every cap."""
+
+
+def start_rate(served: float, answered: float, *, min_repeat_decrease: float) -> float:
+    """The capacity the first throttles start from: the served rate, or a share of the answered rate.
+
+    Args:
+        served: successes per second since the first answer (at most a measurement window).
+        answered: answers per second over the same span.
+        min_repeat_decrease: the share of ``answered`` to start from when nothing was served.
+
+    Returns:
+        ``served`` if above 0, else ``min_repeat_decrease * answered`` (a fleet throttled before any
+        success starts from a share of what it sent, not from the floor).
+    """
+    return served if served > 0.0 else min_repeat_decrease * answered
+
+
+def repeat_cut(successes: int, throttles: int, *, repeat_decrease: float, min_repeat_decrease: float) -> float:
+    """The fraction of the rate kept when a decrease was not enough: the share of fresh answers served.
+
+    Returns:
+        ``successes / (successes + throttles)``, clamped to ``[min_repeat_decrease, repeat_decrease]``.
+    """
+    served = successes / max(successes + throttles, 1)
+    return min(repeat_decrease, max(served, min_repeat_decrease))
+
+
+def hold_after(
+    previous: float,
+    capacity: float,
+    counted: float,
+    *,
+    held: float,
+    stable_change: float,
+    quick: float,
+    slow: float,
+    settle: float,
+) -> tuple[float, float]:
+    """How long to hold below a new capacity estimate before probing, and how long the estimate has held.
+
+    Args:
+        previous: the previous estimate (0: none).
+        capacity: the new estimate.
+        counted: the successes the new estimate rests on: a count of n is known to about ``2 / n``.
+        held: how long the estimate had held before this measurement, seconds.
+        stable_change: the change that still confirms the estimate (a fraction).
+        quick, slow: the holds after a changed and a long-confirmed estimate (``quick_recovery_time``,
+            ``recovery_time``), seconds.
+        settle: how long an estimate must hold for the full hold (``settle_time``), seconds.
+
+    Returns:
+        The hold (``quick`` up to ``slow``, continuously: up to half the tolerance the estimate is
+        confirmed, beyond all of it it moved) and how long the estimate has now held (shrunk as much
+        as this measurement moved it).
+    """
+    if previous <= 0.0:
+        return quick, held
+    change = abs(capacity - previous) / previous
+    tolerance = max(stable_change, 2.0 / max(counted, 1.0))
+    weight = min(1.0, max(0.0, 2.0 - 2.0 * change / tolerance))
+    held *= weight
+    return quick + (slow - quick) * weight * min(1.0, held / settle), held
+
+
+def grown_rate(
+    capacity: float,
+    *,
+    fraction: float,
+    elapsed: float,
+    hold: float,
+    doubling: float,
+    step: float,
+    sending: float,
+    max_rate_growth: float,
+) -> float:
+    """The rate ``elapsed`` seconds after a restart at ``fraction`` of ``capacity``: recover, then probe.
+
+    Args:
+        capacity: the estimate the rate climbs back to.
+        fraction: the share of it the rate restarted at.
+        elapsed: seconds since the restart.
+        hold: the seconds the concave climb back to ``capacity`` takes.
+        doubling: once back, the rate probes above the estimate, doubling every this many seconds.
+        step: an absolute addition, requests per second (0 for one limiter serving all the traffic).
+        sending: the rate of answers lately (the probe never exceeds ``max_rate_growth`` times it, or
+            the capacity, whichever is higher).
+        max_rate_growth: as in the config.
+    """
+    if elapsed < hold:
+        return capacity * (1.0 - (1.0 - fraction) * (1.0 - elapsed / hold) ** 3) + step
+    doublings = min((elapsed - hold) / doubling, MAX_DOUBLINGS)
+    probe: float = capacity * 2.0**doublings + step
+    return min(probe, max_rate_growth * max(sending, capacity))
