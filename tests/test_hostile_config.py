@@ -147,8 +147,9 @@ def _use_breaker(obj: asyncretry.CircuitBreaker) -> None:
 def _use_budget(obj: asyncretry.RetryBudget) -> None:
     async def main() -> None:
         obj.record_request()
-        if obj.try_spend():
-            obj.refund()
+        ticket = obj.spend()
+        if ticket is not None:
+            obj.refund(ticket)
         for _ in range(100):  # spent to exhaustion (its events), unless the floor is huge
             if not obj.try_spend():
                 break
@@ -197,8 +198,9 @@ def _use_redis(obj: Any) -> None:
                 await obj.record(success=False, probe=probe)
             elif isinstance(obj, asyncretry.redis.RedisRetryBudget):
                 await obj.record_request()
-                if await obj.try_spend():
-                    obj.refund()
+                ticket = await obj.spend()
+                if ticket is not None:
+                    obj.refund(ticket)
         backend = obj if isinstance(obj, asyncretry.redis.RedisBackend) else obj.backend
         await backend.aclose()
 
@@ -250,6 +252,10 @@ FIRST_USES: dict[str, Callable[[Any], object]] = {
     "AdaptiveRateLimiter": _use_limiter,
     "CircuitBreaker": _use_breaker,
     "RetryBudget": _use_budget,
+    "BudgetTicket": lambda obj: asyncretry.RetryBudget().refund(obj),
+    "RequestOverrides": lambda obj: asyncretry.parse_overrides(
+        {key: getattr(obj, key) for key in obj.keys() if getattr(obj, key) is not None}
+    ),
     "RetryQuotaConfig": lambda obj: _use_quota(asyncretry.RetryQuota(obj)),
     "AdaptiveLimiterConfig": lambda obj: _use_limiter(asyncretry.AdaptiveRateLimiter(obj)),
     "CircuitBreakerConfig": lambda obj: _use_breaker(asyncretry.CircuitBreaker(obj)),

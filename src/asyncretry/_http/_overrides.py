@@ -45,4 +45,4 @@ def choose_hedging(
         return config
     if asked is None:
         return None  # the policy hedges what it may; this request, like a retry of it, is not sent twice
-    raise ValueError(f"{what} cannot be hedged: {why_not}")
+    raise ValueError(f"{where}['hedge'] is {asked!r}, but {what} cannot be hedged: {why_not}")
