@@ -74,6 +74,7 @@ async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], disca
         except BaseException as error:
             if not isinstance(error, Exception):
                 call.abandon()  # cancelled: never retried, never delayed
+                await _drop(discard, race.value)  # a result that came in before the cancellation: nobody reads it
             raise
         value, failure = race.value, race.error
         if step == DONE:
