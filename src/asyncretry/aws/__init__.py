@@ -1,6 +1,6 @@
 """asyncretry as the AWS SDK's retry handler: one call makes it retry a boto3, botocore or aiobotocore client.
 
-    handler = asyncretry.aws.install(client)          # or install(session): every client it makes
+    handler = asyncretry.aws.install(client)    # or install_session(session): every client it makes
 
 See :func:`install` for the options and :func:`policy_for` for how the client's retry config is read.
 """
@@ -14,6 +14,7 @@ from ._config import sdk_profile as sdk_profile
 from ._handler import AsyncClientRetryHandler as AsyncClientRetryHandler
 from ._handler import ClientRetryHandler as ClientRetryHandler
 from ._handler import install as install
+from ._handler import install_session as install_session
 
 __all__ = [
     "LONG_POLLING_OPERATIONS",
@@ -21,6 +22,7 @@ __all__ = [
     "AsyncClientRetryHandler",
     "ClientRetryHandler",
     "install",
+    "install_session",
     "policy_for",
     "sdk_profile",
 ]

@@ -26,7 +26,7 @@ from asyncretry import Attempt, Attempts, OutcomeKind, Retrier, RetryPolicy, Syn
 from ._config import LONG_POLLING_OPERATIONS, client_service, policy_for
 from ._judge import CRC32_HEADER, crc32_mismatch, response_error
 
-__all__ = ["AsyncClientRetryHandler", "ClientRetryHandler", "install"]
+__all__ = ["AsyncClientRetryHandler", "ClientRetryHandler", "install", "install_session"]
 
 Profile = Literal["2020", "2026"]
 _CONTEXT_KEY = "asyncretry"  # the per-call state, in botocore's request context (one dict per call)
@@ -295,15 +295,14 @@ def _install_on_session(
 
 
 def install(
-    target: Any,
+    client: Any,
     retrier: Retrier | None = None,
     *,
     policy: RetryPolicy | None = None,
     profile: Profile | None = None,
     scope: str | None = None,
-) -> AsyncClientRetryHandler | ClientRetryHandler | None:
-    """Make asyncretry the retry handler of a botocore/boto3/aiobotocore client, or of every client a
-    botocore/aiobotocore session makes from now on.
+) -> AsyncClientRetryHandler | ClientRetryHandler:
+    """Make asyncretry the retry handler of a boto3, botocore or aiobotocore client.
 
     The SDK's own retry handler (and adaptive mode's limiter) is removed: exactly one layer retries.
     The calls are retried by ``retrier``'s engine with the SDK's information: error codes, HTTP
@@ -311,8 +310,7 @@ def install(
     long-polling operations and the service's defaults (:func:`policy_for`).
 
     Args:
-        target: a client (``boto3.client(...)``, ``botocore`` or ``aiobotocore``), or a botocore /
-            aiobotocore ``Session`` (every client its ``create_client`` makes afterwards).
+        client: ``boto3.client(...)``, a botocore client or an aiobotocore client.
         retrier: the :class:`Retrier` whose quota, limiter, breaker and budget the calls use; share one
             between clients (or give it Redis-backed parts) for one quota and one limiter across them.
             Default: a new retrier per client, as the SDK keeps a quota per client.
@@ -323,18 +321,39 @@ def install(
         scope: the retrier's scope of the calls; default: the client's endpoint URL.
 
     Returns:
-        The client's handler (its ``retrier`` and ``statistics()``); ``None`` for a session.
+        The client's handler: its ``retrier``, ``policy`` and ``statistics()``.
 
     Raises:
-        TypeError: ``target`` is neither a client nor a session, or an argument has the wrong type.
+        TypeError: ``client`` is not a botocore client (a session: :func:`install_session`), or an
+            argument has the wrong type.
         ValueError: the policy has hedging or a per-attempt timeout (or, for aiobotocore, a deadline:
-            use ``anyio.fail_after``), or asyncretry is already installed on ``target``.
+            use ``anyio.fail_after``), or asyncretry is already installed on ``client``.
     """
-    if hasattr(target, "meta") and hasattr(target.meta, "events"):
-        return _install_on_client(target, retrier, policy, profile, scope)
+    if not (hasattr(client, "meta") and hasattr(client.meta, "events")):
+        hint = " (a session: use install_session)" if hasattr(client, "create_client") else ""
+        raise TypeError(f"client must be a botocore, boto3 or aiobotocore client{hint}, got {client!r}")
+    return _install_on_client(client, retrier, policy, profile, scope)
+
+
+def install_session(
+    session: Any,
+    retrier: Retrier | None = None,
+    *,
+    policy: RetryPolicy | None = None,
+    profile: Profile | None = None,
+    scope: str | None = None,
+) -> None:
+    """:func:`install` on every client a botocore or aiobotocore ``Session`` makes from now on.
+
+    boto3 users pass the botocore session of their ``boto3.session.Session(botocore_session=...)``.
+    Arguments as for :func:`install`; one ``retrier`` given here is shared by all the clients (default:
+    one per client).
+
+    Raises:
+        TypeError: ``session`` is not a botocore or aiobotocore session.
+        ValueError: asyncretry is already installed on ``session``.
+    """
     botocore_session = sys.modules.get("botocore.session")
-    if botocore_session is not None and isinstance(target, botocore_session.Session):
-        _install_on_session(target, retrier, policy, profile, scope)
-        return None
-    raise TypeError(f"target must be a botocore/boto3/aiobotocore client or a botocore/aiobotocore Session, "
-                    f"got {target!r}")
+    if botocore_session is None or not isinstance(session, botocore_session.Session):
+        raise TypeError(f"session must be a botocore or aiobotocore Session, got {session!r}")
+    _install_on_session(session, retrier, policy, profile, scope)
