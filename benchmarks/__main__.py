@@ -30,6 +30,7 @@ BENCHMARKS = (
     ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
     ("bench_redis_fleet", "4 processes share the default adaptive profile through Redis (issue 17)"),
     ("bench_observability", "success path with and without OpenTelemetry (issue 7)"),
+    ("bench_aws", "asyncretry as the AWS SDK's retry handler vs the SDK's own: success path, 8 clients throttled"),
 )
 
 

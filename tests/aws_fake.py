@@ -2,9 +2,10 @@
 
 Each request takes the next answer of :attr:`FakeAws.script` (then ``{}`` with 200): an HTTP status,
 an error code (``__type``, as AWS JSON services send it), extra headers, and for a success a body whose
-``x-amz-crc32`` header may be made wrong on purpose. :attr:`FakeAws.throttle_above` turns it into a
-throttling endpoint instead: more than that many requests in one :attr:`FakeAws.window` get
-``ThrottlingException``. It runs under :class:`asyncretry._testserver.FaultServer` on 127.0.0.1.
+``x-amz-crc32`` header may be made wrong on purpose. :attr:`FakeAws.rate` turns it into a throttling
+endpoint instead: a token bucket admits that many requests per second (a burst of 50 ms of them, at
+least 1) and answers ``ThrottlingException`` above. It runs under
+:class:`asyncretry._testserver.FaultServer` on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -40,11 +41,10 @@ class FakeAws:
 
     script: list[Answer] = field(default_factory=list)
     received: list[str] = field(default_factory=list)
-    throttle_above: int | None = None
-    window: float = 0.1
+    rate: float | None = None
     throttled: int = 0
-    _window_start: float = 0.0
-    _in_window: int = 0
+    _tokens: float = 0.0
+    _last: float = 0.0
 
     def play(self, *answers: Answer) -> None:
         """Answer the next requests with ``answers``; forget what was received."""
@@ -53,14 +53,15 @@ class FakeAws:
     def _next(self) -> Answer:
         if self.script:
             return self.script.pop(0)
-        if self.throttle_above is not None:
+        if self.rate is not None:
             now = time.monotonic()
-            if now - self._window_start >= self.window:
-                self._window_start, self._in_window = now, 0
-            self._in_window += 1
-            if self._in_window > self.throttle_above:
+            burst = max(1.0, self.rate * 0.05)
+            self._tokens = min(burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens < 1.0:
                 self.throttled += 1
                 return Answer(400, "ThrottlingException")
+            self._tokens -= 1.0
         return Answer()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -133,7 +133,7 @@ async def test_the_limiter_does_not_block_the_event_loop_of_an_aiohttp_client(
 async def _stalls(fake_aws: tuple[str, FakeAws], backend: dict[str, Any]) -> None:
     url, app = fake_aws
     app.play()
-    app.throttle_above, app.throttled = 3, 0  # at most 3 requests per 0.1 s: 30 per second
+    app.rate, app.throttled = 30.0, 0  # 30 requests per second
     config = AioConfig(retries={"mode": "adaptive"}, max_pool_connections=WORKERS, **backend)
     fast = ExponentialBackoff(initial=0.01, multiplier=2.0, max_delay=0.05, jitter="full")
     worst = 0.0
@@ -166,7 +166,7 @@ async def _stalls(fake_aws: tuple[str, FakeAws], backend: dict[str, Any]) -> Non
                             workers.start_soon(worker, client)
                 done.set()
     finally:
-        app.throttle_above = None
+        app.rate = None
     scope = handler.statistics().scopes[0]
     assert scope.limiter is not None
     assert app.throttled > 0
