@@ -13,8 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import botocore.session
 import pytest
 from aiobotocore.config import AioConfig
@@ -43,6 +45,7 @@ fake_credentials = aws_fake.fake_credentials
 _SESSION = get_session()
 _BOTOCORE_SESSION = botocore.session.get_session()
 KEY = {"TableName": "items", "Key": {"id": {"S": "1"}}}
+DOCS = (Path(__file__).resolve().parent.parent / "docs" / "aws.md").read_text(encoding="utf-8")
 HTTPX = {"http_session_cls": HttpxSession}
 """aiobotocore's httpx backend, the one that runs on trio too."""
 
@@ -306,3 +309,25 @@ async def test_an_aiobotocore_client_refuses_a_policy_deadline(
     async with aio_client(url, **HTTPX) as client:
         with pytest.raises(ValueError, match=r"anyio\.fail_after"):
             install(client, policy=RetryPolicy(deadline=5.0))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the example uses aiohttp, asyncio's backend
+async def test_the_docs_example_shares_one_retrier_between_clients(
+    fake_aws: tuple[str, FakeAws], anyio_backend: str
+) -> None:
+    """docs/aws.md's aiobotocore example runs against the fake endpoint: a throttle is retried, and the
+    shared retrier's limiter and quota saw it."""
+    code = next(block for block in DOCS.split("```python\n") if "async def read_items" in block).split("```")[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/aws.md", "exec"), namespace)
+    url, app = fake_aws
+    app.play(Answer(400, "ThrottlingException"), Answer(body={"Item": {"id": {"S": "1"}}}),
+             Answer(body={"Item": {"id": {"S": "2"}}}))
+    with anyio.fail_after(30):
+        items = await namespace["read_items"](url, ["1", "2"])
+    assert items == [{"id": {"S": "1"}}, {"id": {"S": "2"}}]
+    scope = namespace["TABLE"].statistics().scopes[0]
+    assert scope.key == "items"
+    assert scope.limiter is not None
+    assert (scope.limiter.updates, scope.limiter.throttles) == (3, 1)  # three responses, one throttle
