@@ -10,6 +10,7 @@ least 1) and answers ``ThrottlingException`` above. It runs under
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from binascii import crc32
@@ -33,6 +34,7 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     body: dict[str, Any] = field(default_factory=dict)
     bad_crc32: bool = False
+    delay: float = 0.0
 
 
 @dataclass
@@ -72,6 +74,8 @@ class FakeAws:
             more = message.get("more_body", False)
         self.received.append(dict(scope["headers"]).get(b"x-amz-target", b"").decode())
         answer = self._next()
+        if answer.delay:
+            await asyncio.sleep(answer.delay)  # the server's own loop (uvicorn's thread): a slow answer
         document = dict(answer.body)
         if answer.code is not None:
             document = {"__type": f"{_PREFIX}{answer.code}", "message": answer.code}

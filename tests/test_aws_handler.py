@@ -10,6 +10,7 @@ client runs on trio, and the tests that use it run on both backends.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,6 +29,10 @@ from botocore.exceptions import ClientError
 import aws_fake
 from asyncretry import (
     AdaptiveLimiterConfig,
+    BreakerState,
+    CircuitBreaker,
+    CircuitBreakerConfig,
+    CircuitOpenError,
     ExponentialBackoff,
     HedgingConfig,
     Retrier,
@@ -331,3 +336,31 @@ async def test_the_docs_example_shares_one_retrier_between_clients(
     assert scope.key == "items"
     assert scope.limiter is not None
     assert (scope.limiter.updates, scope.limiter.throttles) == (3, 1)  # three responses, one throttle
+
+
+@pytest.mark.anyio
+async def test_a_call_cancelled_on_the_wire_frees_its_half_open_probe(
+    fake_aws: tuple[str, FakeAws], virtual: VirtualClock, anyio_backend: str
+) -> None:
+    """A call cancelled while its half-open probe is on the wire gives the probe's slot back: the next call
+    is admitted as the probe instead of being refused by a breaker stuck half-open."""
+    url, app = fake_aws
+    breaker = CircuitBreaker(CircuitBreakerConfig(failure_ratio=None, consecutive_failures=1, break_duration=5.0),
+                             clock=virtual)
+    retrier = Retrier(RetryPolicy.aws_standard(max_attempts=1), clock=virtual, breaker=breaker)
+    async with aio_client(url, **HTTPX) as client:
+        install(client, retrier)
+        app.play(Answer(503))
+        with pytest.raises(CircuitOpenError) as opened:  # the failure opened the circuit
+            await client.get_item(**KEY)
+        assert isinstance(opened.value.__cause__, ClientError)
+        assert breaker.state is BreakerState.OPEN
+        virtual.advance(6.0)
+        app.play(Answer(delay=5.0))
+        with anyio.move_on_after(0.5) as waited:
+            await client.get_item(**KEY)
+        assert waited.cancelled_caught
+        gc.collect()
+        app.play()
+        await client.get_item(**KEY)  # admitted as the probe: it succeeds and closes the circuit
+    assert breaker.state is BreakerState.CLOSED

@@ -42,6 +42,15 @@ class _Call:
         self.attempts = attempts
         self.attempt: Attempt | None = None
 
+    def __del__(self) -> None:
+        # An async SDK call cancelled while an attempt was on the wire never reaches needs-retry (botocore
+        # catches Exception only): when its request context goes, the attempt is abandoned as the engine
+        # abandons a cancelled one (nothing recorded, a half-open probe's slot freed). The sync driver's
+        # abandon takes a lock that a collection could interrupt, so a sync call is left alone.
+        if self.attempt is not None and isinstance(self.attempts, Attempts):
+            self.attempt = None
+            self.attempts.abandon()
+
 
 class _Handler:
     """What the async and the sync handler share: the policy of each operation, the scope, the retrier."""
