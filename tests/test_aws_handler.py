@@ -363,4 +363,4 @@ async def test_a_call_cancelled_on_the_wire_frees_its_half_open_probe(
         gc.collect()
         app.play()
         await client.get_item(**KEY)  # admitted as the probe: it succeeds and closes the circuit
-    assert breaker.state is BreakerState.CLOSED
+    assert breaker.statistics().state is BreakerState.CLOSED
