@@ -16,6 +16,11 @@ Run on demand (never part of the test suite)::
    Once with the SDK's adaptive mode (a limiter per client), once with asyncretry installed on every client
    with one shared :class:`Retrier` in adaptive mode (one limiter for the eight). Figures: goodput (successful
    calls per second, over the endpoint's rate) and the share of attempts throttled.
+3. **4 processes, one throttled endpoint.** Four processes (``tests/aws_fleet_worker.py``, started together
+   on a barrier) of one aiobotocore client with ``TASKS`` closed-loop tasks each, against the same kind of
+   endpoint: with the SDK's adaptive mode (a limiter per process), and with asyncretry installed with a
+   ``RedisAdaptiveRateLimiter`` and a ``RedisRetryQuota`` shared by the fleet (the test suite's Redis server,
+   started on a free port). Same figures.
 """
 
 from __future__ import annotations
@@ -183,6 +188,32 @@ def throttled_endpoint(rate: float, clients: int, tasks: int, duration: float) -
     return figures
 
 
+def four_processes(rate: float, tasks: int, duration: float) -> dict[str, dict[str, float]]:
+    """Goodput / R and throttled share of a 4-process fleet, SDK adaptive per process vs asyncretry via Redis."""
+    import sys
+    from pathlib import Path
+
+    from .bench_redis import _server_module, start_redis_server
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    worker = Path(__file__).resolve().parent.parent / "tests" / "aws_fleet_worker.py"
+    figures: dict[str, dict[str, float]] = {}
+    for way in ("sdk", "asyncretry"):
+        redis_server = start_redis_server()
+        process, url = _start_endpoint(rate)
+        try:
+            config = {"redis": redis_server.url, "prefix": f"bench:{time.time_ns()}:", "endpoint": url,
+                      "tasks": tasks, "duration": duration, "way": way}
+            results = _server_module().run_fleet(worker, [config] * 4, timeout=duration + 90)
+        finally:
+            throttled, received = _stop_endpoint(process)
+            redis_server.close()
+        successes = sum(result["successes"] for result in results)
+        figures[way] = {"goodput/R": successes / duration / rate, "throttled": throttled / received,
+                        "failed": sum(result["failures"] for result in results)}
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -200,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"8 aiobotocore clients x 2 tasks, one endpoint admitting {args.rate:.0f}/s, {duration:.0f} s")
     for way, row in figures.items():
         print(f"  {way:18} goodput/R {row['goodput/R']:.3f}   throttled {row['throttled']:.1%}"
+              f"   failed calls {row['failed']:.0f}")
+    fleet = four_processes(args.rate, 4, duration)
+    print(f"4 processes x 1 aiobotocore client x 4 tasks, one endpoint admitting {args.rate:.0f}/s, {duration:.0f} s")
+    names = {"sdk": "sdk adaptive", "asyncretry": "asyncretry redis"}
+    for way, row in fleet.items():
+        print(f"  {names[way]:18} goodput/R {row['goodput/R']:.3f}   throttled {row['throttled']:.1%}"
               f"   failed calls {row['failed']:.0f}")
     return 0
 

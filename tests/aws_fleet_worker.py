@@ -1,11 +1,12 @@
 """One process of the AWS fleet test: aiobotocore calls through the installed handler until told to stop.
 
 Run by :func:`conftest_redis.run_fleet` with a JSON config as its argument: ``redis`` (URL), ``prefix``,
-``endpoint`` (the throttling fake DynamoDB), ``tasks``, ``duration``. Its aiobotocore client has asyncretry
-installed with a retrier in adaptive mode whose limiter (``RedisAdaptiveRateLimiter``) and retry quota
-(``RedisRetryQuota``) are shared by the whole fleet through Redis. It connects, makes one call (the warm-up:
-Redis scripts loaded, the client's endpoint rules read), prints ``ready``, waits for a line on stdin (the
-barrier), then runs ``tasks`` closed-loop tasks for ``duration`` seconds and prints
+``endpoint`` (the throttling fake DynamoDB), ``tasks``, ``duration``, optional ``way``. Its aiobotocore client has
+asyncretry installed with a retrier in adaptive mode whose limiter (``RedisAdaptiveRateLimiter``) and retry quota
+(``RedisRetryQuota``) are shared by the whole fleet through Redis; with ``"way": "sdk"``
+(``benchmarks/bench_aws.py``'s comparison) it keeps the SDK's own adaptive mode, a limiter per process. It connects,
+makes one call (the warm-up: Redis scripts loaded, the client's endpoint rules read), prints ``ready``, waits for a
+line on stdin (the barrier), then runs ``tasks`` closed-loop tasks for ``duration`` seconds and prints
 ``{"successes": n, "failures": n, "attempts": n, "enabled": bool, "fill_rate": float}``.
 """
 
@@ -38,21 +39,23 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
         client_config = AioConfig(retries={"mode": "adaptive"}, max_pool_connections=config["tasks"])
         async with get_session().create_client("dynamodb", region_name="us-east-1", endpoint_url=config["endpoint"],
                                                config=client_config) as client:
-            install(client, retrier, scope="table")
+            if config.get("way", "asyncretry") == "asyncretry":
+                install(client, retrier, scope="table")
             await client.get_item(**KEY)
             print("ready", flush=True)
             await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
             stop = time.monotonic() + config["duration"]
-            out: dict[str, Any] = {"successes": 0, "failures": 0}
+            out: dict[str, Any] = {"successes": 0, "failures": 0, "sdk_attempts": 0}
 
             async def worker() -> None:
                 while time.monotonic() < stop:
                     try:
-                        await client.get_item(**KEY)
+                        response = await client.get_item(**KEY)
                     except Exception:  # the call failed after its retries: counted, then go on
                         out["failures"] += 1
                     else:
                         out["successes"] += 1
+                        out["sdk_attempts"] += response["ResponseMetadata"]["RetryAttempts"] + 1
 
             await asyncio.gather(*(worker() for _ in range(config["tasks"])))
         stats = limiter.statistics()
