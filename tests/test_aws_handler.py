@@ -75,12 +75,11 @@ def sync_client(url: str, service: str = "dynamodb", **config: Any) -> Any:
 
 
 def _sdk_retry_handlers(client: Any) -> list[Any]:
-    """The SDK's retry handlers and adaptive limiter still registered on the client's events."""
-    from asyncretry.aws._handler import _registered
-
+    """The SDK's retry handlers and adaptive limiter still registered on the client's events (read from
+    botocore's emitter, which has no public listing)."""
     found = []
     for event in ("needs-retry.dynamodb", "before-send.dynamodb", "after-call.dynamodb"):
-        for handler in _registered(client.meta.events, event):
+        for handler in client.meta.events._emitter._handlers.prefix_search(event):
             module = type(getattr(handler, "__self__", handler)).__module__
             if ".retries" in module or "retryhandler" in module:
                 found.append(handler)

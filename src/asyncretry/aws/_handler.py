@@ -100,12 +100,32 @@ class _Handler:
             self._policies[operation_name] = policy
         return policy
 
-    def _judge(self, attempt: Attempt, response: Any, caught: Exception | None, operation: Any) -> Exception | None:
-        """The error the attempt ended with (``None``: a response that is not an error); a DynamoDB
-        success whose CRC32 does not match is marked on the attempt as a transient failure."""
-        if caught is not None:
-            return caught
-        return response_error(response, operation.name)
+    def _label(self, operation_name: str) -> Any:
+        return lambda: f"{self.service} {operation_name}"
+
+    def _started(self, call: _Call, attempt: Attempt | None, operation_name: str) -> None:
+        if attempt is None:
+            raise RuntimeError(f"{self.service} {operation_name}: the SDK sent an attempt after the call ended")
+        call.attempt = attempt
+
+    def _ending(self, request_dict: Mapping[str, Any], response: Any, caught: Exception | None,
+                operation: Any) -> tuple[_Call, Attempt, Exception | None, Any] | None:
+        """The call and its attempt that just ended, the error it ended with (``None``: a response that is
+        not an error) and the HTTP response whose CRC32 must be checked, if any; ``None`` for a call this
+        handler did not begin (installed mid-call)."""
+        call: _Call | None = request_dict["context"].get(_CONTEXT_KEY)
+        if call is None or call.attempt is None:
+            return None
+        attempt, call.attempt = call.attempt, None
+        error = caught if caught is not None else response_error(response, operation.name)
+        return call, attempt, error, _crc32_to_check(self, response) if error is None else None
+
+    @staticmethod
+    def _over(call: _Call, error: Exception | None) -> None:
+        """The call is over: a give-up on a result (a corrupt body every time) raises, never hands it on."""
+        attempts = call.attempts
+        if error is None and attempts.gave_up is not None:
+            raise attempts.result_error()
 
     def statistics(self) -> Any:
         """The retrier's statistics (:meth:`Retrier.statistics`)."""
@@ -142,36 +162,29 @@ class AsyncClientRetryHandler(_Handler):
 
     async def on_request_created(self, request: Any, operation_name: str, **kwargs: Any) -> None:
         """Before each attempt is signed: wait for what it needs and begin it."""
-        context = request.context
-        call = context.get(_CONTEXT_KEY)
+        call = request.context.get(_CONTEXT_KEY)
         if call is None:
-            attempts = self.retrier.attempts(scope=self.scope, policy=self.policy_of(operation_name),
-                                             label=lambda: f"{self.service} {operation_name}")
-            context[_CONTEXT_KEY] = call = _Call(attempts)
+            call = request.context[_CONTEXT_KEY] = _Call(self.retrier.attempts(
+                scope=self.scope, policy=self.policy_of(operation_name), label=self._label(operation_name)))
         attempt = await call.attempts.start()
-        if attempt is None:
-            raise RuntimeError(f"{self.service} {operation_name}: the SDK sent an attempt after the call ended")
-        await attempt.__aenter__()
-        call.attempt = attempt
+        if attempt is not None:
+            await attempt.__aenter__()
+        self._started(call, attempt, operation_name)
 
     async def on_needs_retry(
         self, response: Any, caught_exception: Exception | None, request_dict: Mapping[str, Any], operation: Any,
         **kwargs: Any,
     ) -> float | None:
         """After each attempt: judge it and let the engine decide; ``0`` to retry, ``None`` when over."""
-        call: _Call | None = request_dict["context"].get(_CONTEXT_KEY)
-        if call is None or call.attempt is None:
-            return None  # not a call this handler began (installed mid-call)
-        attempt, call.attempt = call.attempt, None
-        error = self._judge(attempt, response, caught_exception, operation)
-        checked = _crc32_to_check(self, response) if error is None else None
+        ending = self._ending(request_dict, response, caught_exception, operation)
+        if ending is None:
+            return None
+        call, attempt, error, checked = ending
         if checked is not None:
             _mark_crc32(attempt, self, checked, await checked.content)
         if await attempt.__aexit__(type(error) if error is not None else None, error, None):
             return 0
-        attempts = call.attempts
-        if error is None and attempts.gave_up is not None:
-            raise attempts.result_error()  # gave up on a corrupt body: never hand it to the caller
+        self._over(call, error)
         return None
 
 
@@ -183,36 +196,29 @@ class ClientRetryHandler(_Handler):
 
     def on_request_created(self, request: Any, operation_name: str, **kwargs: Any) -> None:
         """Before each attempt is signed: wait (blocking) for what it needs and begin it."""
-        context = request.context
-        call = context.get(_CONTEXT_KEY)
+        call = request.context.get(_CONTEXT_KEY)
         if call is None:
-            attempts = self.retrier.sync_attempts(scope=self.scope, policy=self.policy_of(operation_name),
-                                                  label=lambda: f"{self.service} {operation_name}")
-            context[_CONTEXT_KEY] = call = _Call(attempts)
+            call = request.context[_CONTEXT_KEY] = _Call(self.retrier.sync_attempts(
+                scope=self.scope, policy=self.policy_of(operation_name), label=self._label(operation_name)))
         attempt = call.attempts.start()
-        if attempt is None:
-            raise RuntimeError(f"{self.service} {operation_name}: the SDK sent an attempt after the call ended")
-        attempt.__enter__()
-        call.attempt = attempt
+        if attempt is not None:
+            attempt.__enter__()
+        self._started(call, attempt, operation_name)
 
     def on_needs_retry(
         self, response: Any, caught_exception: Exception | None, request_dict: Mapping[str, Any], operation: Any,
         **kwargs: Any,
     ) -> float | None:
         """After each attempt: judge it and let the engine decide; ``0`` to retry, ``None`` when over."""
-        call: _Call | None = request_dict["context"].get(_CONTEXT_KEY)
-        if call is None or call.attempt is None:
+        ending = self._ending(request_dict, response, caught_exception, operation)
+        if ending is None:
             return None
-        attempt, call.attempt = call.attempt, None
-        error = self._judge(attempt, response, caught_exception, operation)
-        checked = _crc32_to_check(self, response) if error is None else None
+        call, attempt, error, checked = ending
         if checked is not None:
             _mark_crc32(attempt, self, checked, checked.content)
         if attempt.__exit__(type(error) if error is not None else None, error, None):
             return 0
-        attempts = call.attempts
-        if error is None and attempts.gave_up is not None:
-            raise attempts.result_error()
+        self._over(call, error)
         return None
 
 
