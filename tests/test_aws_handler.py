@@ -363,3 +363,13 @@ async def test_a_call_cancelled_on_the_wire_frees_its_half_open_probe(
         app.play()
         await client.get_item(**KEY)  # admitted as the probe: it succeeds and closes the circuit
     assert breaker.statistics().state is BreakerState.CLOSED
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_an_aiohttp_client_on_trio_is_refused_clearly(fake_aws: tuple[str, FakeAws], anyio_backend: str) -> None:
+    """aiobotocore's aiohttp backend cannot run on trio: install says so and names the httpx backend."""
+    url, _ = fake_aws
+    async with aio_client(url) as client:
+        with pytest.raises(RuntimeError, match=r"AioConfig\(http_session_cls=HttpxSession\)"):
+            install(client)

@@ -223,6 +223,27 @@ class ClientRetryHandler(_Handler):
 
 
 # --------------------------------------------------------------------------------------- install
+_TRIO_NEEDS_HTTPX = (
+    "aiobotocore's default HTTP backend (aiohttp) runs on asyncio only: on trio, make the client with "
+    "AioConfig(http_session_cls=HttpxSession) (from aiobotocore.httpxsession), which runs on both"
+)
+
+
+def _check_backend(client: Any) -> None:
+    """Refuse, with a clear error, an aiobotocore client whose HTTP backend cannot run on the running trio."""
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return  # not in trio
+    from aiobotocore.httpxsession import is_httpx_session_cls
+
+    if not is_httpx_session_cls(getattr(client.meta.config, "http_session_cls", None)):
+        raise RuntimeError(_TRIO_NEEDS_HTTPX)
+
+
 def _is_async_client(client: Any) -> bool:
     aio = sys.modules.get("aiobotocore.client")
     return aio is not None and isinstance(client, aio.AioBaseClient)
@@ -255,7 +276,10 @@ def _remove_sdk_retries(client: Any, service: str) -> None:
 def _install_on_client(
     client: Any, retrier: Retrier | None, policy: RetryPolicy | None, profile: Profile | None, scope: str | None,
 ) -> AsyncClientRetryHandler | ClientRetryHandler:
-    handler_class = AsyncClientRetryHandler if _is_async_client(client) else ClientRetryHandler
+    is_async = _is_async_client(client)
+    if is_async:
+        _check_backend(client)
+    handler_class = AsyncClientRetryHandler if is_async else ClientRetryHandler
     handler = handler_class(client, retrier, policy, profile, scope)
     service = handler.service
     events = client.meta.events
@@ -343,6 +367,8 @@ def install(
             argument has the wrong type.
         ValueError: the policy has hedging or a per-attempt timeout (or, for aiobotocore, a deadline:
             use ``anyio.fail_after``), or asyncretry is already installed on ``client``.
+        RuntimeError: installed under trio on an aiobotocore client whose HTTP backend is aiohttp
+            (asyncio only): use aiobotocore's httpx backend there.
     """
     if not (hasattr(client, "meta") and hasattr(client.meta, "events")):
         hint = " (a session: use install_session)" if hasattr(client, "create_client") else ""
