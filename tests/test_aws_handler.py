@@ -40,7 +40,14 @@ from asyncretry import (
     RetryPolicy,
     history_of,
 )
-from asyncretry.aws import AsyncClientRetryHandler, ClientRetryHandler, install, install_session, policy_for
+from asyncretry.aws import (
+    AsyncClientRetryHandler,
+    ClientRetryHandler,
+    install,
+    install_session,
+    policy_for,
+    retry_history,
+)
 from asyncretry.testing import VirtualClock
 from aws_fake import Answer, FakeAws
 
@@ -373,3 +380,27 @@ async def test_an_aiohttp_client_on_trio_is_refused_clearly(fake_aws: tuple[str,
     async with aio_client(url) as client:
         with pytest.raises(RuntimeError, match=r"AioConfig\(http_session_cls=HttpxSession\)"):
             install(client)
+
+
+def test_the_sdks_own_error_carries_the_attempt_history(
+    fake_aws: tuple[str, FakeAws], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the attempts run out or an error is not retryable, the ClientError the SDK raises gives the
+    engine's history through retry_history; a success leaves the response's metadata alone."""
+    url, app = fake_aws
+    client = sync_client(url, retries={"mode": "standard", "total_max_attempts": 2})
+    install(client)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    app.play(Answer(503), Answer(503))
+    with pytest.raises(ClientError) as exhausted:
+        client.get_item(**KEY)
+    history = retry_history(exhausted.value)
+    assert history is not None
+    assert (history.gave_up, [a.reason for a in history.attempts]) == ("max_attempts", ["ClientError (HTTP 503)"] * 2)
+    app.play(Answer(400, "ValidationException"))
+    with pytest.raises(ClientError) as final:
+        client.get_item(**KEY)
+    history = retry_history(final.value)
+    assert history is not None
+    assert (history.gave_up, len(history.attempts)) == ("not_retryable", 1)
+    assert "AsyncRetryHistory" not in client.get_item(**KEY)["ResponseMetadata"]

@@ -38,7 +38,7 @@ from asyncretry import (
     botocore_classifier,
     history_of,
 )
-from asyncretry.aws import install
+from asyncretry.aws import install, retry_history
 from asyncretry.testing import VirtualClock
 from aws_fake import Answer, FakeAws
 
@@ -119,6 +119,7 @@ def _check(case: dict[str, Any], app: FakeAws, setup: Setup, slept: list[float],
         assert result["ResponseMetadata"]["HTTPStatusCode"] == 200
         assert result["ResponseMetadata"]["RetryAttempts"] == len(steps) - 1
         return
+    assert error is not None
     if outcome == "retry_quota_exceeded":
         assert isinstance(error, RetryCapacityExceeded), repr(error)
         history = history_of(error)
@@ -126,6 +127,11 @@ def _check(case: dict[str, Any], app: FakeAws, setup: Setup, slept: list[float],
         assert history.gave_up == "quota"
         assert len(history.attempts) == len(steps)
         error = error.__cause__
+    else:
+        history = retry_history(error)  # the SDK's own error for the last response, the engine's history kept
+        assert history is not None
+        assert history.gave_up == {"max_attempts_exceeded": "max_attempts", "fail_request": "not_retryable"}[outcome]
+        assert len(history.attempts) == len(steps)
     assert isinstance(error, ClientError), repr(error)
     assert error.response["ResponseMetadata"]["HTTPStatusCode"] == last["status_code"]
     if "error_code" in last:

@@ -15,6 +15,7 @@ from ._handler import AsyncClientRetryHandler as AsyncClientRetryHandler
 from ._handler import ClientRetryHandler as ClientRetryHandler
 from ._handler import install as install
 from ._handler import install_session as install_session
+from ._judge import retry_history as retry_history
 
 __all__ = [
     "LONG_POLLING_OPERATIONS",
@@ -24,5 +25,6 @@ __all__ = [
     "install",
     "install_session",
     "policy_for",
+    "retry_history",
     "sdk_profile",
 ]

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from asyncretry import Attempt, Attempts, OutcomeKind, Retrier, RetryPolicy, SyncAttempts
 
 from ._config import LONG_POLLING_OPERATIONS, client_service, policy_for
-from ._judge import CRC32_HEADER, crc32_mismatch, response_error
+from ._judge import CRC32_HEADER, crc32_mismatch, keep_history, response_error
 
 __all__ = ["AsyncClientRetryHandler", "ClientRetryHandler", "install", "install_session"]
 
@@ -121,11 +121,13 @@ class _Handler:
         return call, attempt, error, _crc32_to_check(self, response) if error is None else None
 
     @staticmethod
-    def _over(call: _Call, error: Exception | None) -> None:
-        """The call is over: a give-up on a result (a corrupt body every time) raises, never hands it on."""
+    def _over(call: _Call, error: Exception | None, response: Any) -> None:
+        """The call is over: a give-up on a result (a corrupt body every time) raises, never hands it on; the
+        history of a give-up on a service error goes where the SDK's own error for it will find it."""
         attempts = call.attempts
         if error is None and attempts.gave_up is not None:
             raise attempts.result_error()
+        keep_history(response, error)
 
     def statistics(self) -> Any:
         """The retrier's statistics (:meth:`Retrier.statistics`)."""
@@ -184,7 +186,7 @@ class AsyncClientRetryHandler(_Handler):
             _mark_crc32(attempt, self, checked, await checked.content)
         if await attempt.__aexit__(type(error) if error is not None else None, error, None):
             return 0
-        self._over(call, error)
+        self._over(call, error, response)
         return None
 
 
@@ -218,7 +220,7 @@ class ClientRetryHandler(_Handler):
             _mark_crc32(attempt, self, checked, checked.content)
         if attempt.__exit__(type(error) if error is not None else None, error, None):
             return 0
-        self._over(call, error)
+        self._over(call, error, response)
         return None
 
 

@@ -10,12 +10,16 @@ transient failure, as botocore's standard mode retries it.
 from __future__ import annotations
 
 from binascii import crc32
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["CRC32_HEADER", "crc32_mismatch", "response_error"]
+from asyncretry import RetryHistory, history_of
+
+__all__ = ["CRC32_HEADER", "HISTORY_KEY", "crc32_mismatch", "keep_history", "response_error", "retry_history"]
 
 CRC32_HEADER = "x-amz-crc32"
+HISTORY_KEY = "AsyncRetryHistory"
+"""Where a given-up call's :class:`RetryHistory` is kept in the SDK error's ``response["ResponseMetadata"]``."""
 _CRC32_SERVICES = frozenset({"dynamodb"})
 
 
@@ -55,3 +59,30 @@ def crc32_mismatch(service_name: str, status: int, headers: Mapping[str, str], b
         return (crc32(body) & 0xFFFFFFFF) != int(expected)
     except ValueError:
         return True  # a header that is not a number cannot match: the body cannot be trusted
+
+
+def keep_history(response: tuple[Any, Mapping[str, Any]] | None, error: Exception | None) -> None:
+    """Keep the history the engine attached to ``error`` (the ``ClientError`` judged for ``response``) in the
+    response's metadata, where the error the SDK then raises for the same response finds it."""
+    if response is None or error is None:
+        return
+    history = history_of(error)
+    metadata = response[1].get("ResponseMetadata")
+    if history is not None and isinstance(metadata, MutableMapping):
+        metadata[HISTORY_KEY] = history
+
+
+def retry_history(error: BaseException) -> RetryHistory | None:
+    """The attempt history of an SDK call that asyncretry retried and gave up on, or ``None``.
+
+    An error the engine raised itself (``RetryCapacityExceeded`` ...) or re-raised (a connection error)
+    carries it as :func:`asyncretry.history_of` reads it; a service error that the SDK raises once the
+    attempts run out (a ``ClientError``) keeps it in ``error.response["ResponseMetadata"]["AsyncRetryHistory"]``.
+    """
+    history = history_of(error)
+    if history is not None:
+        return history
+    response = getattr(error, "response", None)
+    metadata = response.get("ResponseMetadata") if isinstance(response, Mapping) else None
+    kept = metadata.get(HISTORY_KEY) if isinstance(metadata, Mapping) else None
+    return kept if isinstance(kept, RetryHistory) else None
