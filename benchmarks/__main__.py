@@ -33,6 +33,7 @@ BENCHMARKS = (
     ("bench_redis_fleet", "4 processes share the default adaptive profile through Redis"),
     ("bench_observability", "success path with and without OpenTelemetry"),
     ("bench_grpc", "grpc.aio interceptors vs the bare channel and gRPC's retryPolicy; hedging a slow replica"),
+    ("bench_aws", "asyncretry as the AWS SDK's retry handler vs the SDK's own: success path, 8 clients throttled"),
 )
 
 

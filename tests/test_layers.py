@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "asyncretry"
-INTEGRATIONS = ("httpx", "redis", "grpc", "otel", "_cli", "_testserver", "_simulation")
+INTEGRATIONS = ("httpx", "aiohttp", "redis", "grpc", "aws", "otel", "_cli", "_testserver", "_simulation")
 
 
 def _imports(path: Path) -> set[str]:

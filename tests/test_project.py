@@ -120,7 +120,7 @@ def test_the_docs_build_with_the_api_reference() -> None:
     extras = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"mkdocstrings[python]' in extras
     dev = next(line for line in extras.splitlines() if line.strip().startswith('"asyncretry['))
-    for extra in ("httpx", "aiohttp", "redis", "grpc", "otel", "cli", "plot", "docs"):
+    for extra in ("httpx", "aiohttp", "redis", "grpc", "aws", "otel", "cli", "plot", "docs"):
         assert extra in dev.split("[", 1)[1].split("]", 1)[0].split(","), f"the dev extra lacks {extra}"
 
 
