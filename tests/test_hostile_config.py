@@ -254,7 +254,7 @@ FIRST_USES: dict[str, Callable[[Any], object]] = {
     "RetryBudget": _use_budget,
     "BudgetTicket": lambda obj: asyncretry.RetryBudget().refund(obj),
     "RequestOverrides": lambda obj: asyncretry.parse_overrides(
-        {key: getattr(obj, key) for key in asyncretry.RequestOverrides.keys() if getattr(obj, key) is not None}
+        {key: getattr(obj, key) for key in sorted(asyncretry.RequestOverrides.keys()) if getattr(obj, key) is not None}
     ),
     "RetryQuotaConfig": lambda obj: _use_quota(asyncretry.RetryQuota(obj)),
     "AdaptiveLimiterConfig": lambda obj: _use_limiter(asyncretry.AdaptiveRateLimiter(obj)),
