@@ -6,8 +6,8 @@ botocore and smithy-rs (each case names its sources). Every case drives the real
 and a scripted operation that answers each attempt with the case's next response. Before each attempt
 the script checks what the previous response should have left behind: the tokens in the retry quota
 and the delays slept so far. After the call the test checks the final quota, every delay, the number of
-attempts and the outcome: the result, the real last error with its history, or
-:class:`~asyncretry.RetryCapacityExceeded` chained to it.
+attempts and the outcome: the result, or the real last error with its history (which says why the
+call stopped: attempts, quota ...).
 
 Each case runs in up to four ways:
 
@@ -40,7 +40,6 @@ from asyncretry import (
     ExponentialBackoff,
     OutcomeKind,
     Retrier,
-    RetryCapacityExceeded,
     RetryPolicy,
     RetryQuota,
     RetryQuotaConfig,
@@ -278,15 +277,11 @@ def _check_outcome(
     history = history_of(error)
     assert history is not None
     assert len(history.attempts) == len(steps)
-    if outcome == "retry_quota_exceeded":
-        assert isinstance(error, RetryCapacityExceeded)
-        assert history.gave_up == "quota"
-        real = error.__cause__
-    else:
-        real = error
-        why = {"max_attempts_exceeded": "max_attempts", "fail_request": "not_retryable"}[outcome]
-        assert history.gave_up == why
-    # The caller gets the real last error, not a wrapper.
+    real = error
+    why = {"max_attempts_exceeded": "max_attempts", "fail_request": "not_retryable",
+           "retry_quota_exceeded": "quota"}[outcome]
+    assert history.gave_up == why
+    # The caller gets the real last error, not a wrapper, whatever stopped the retries.
     if last.get("error") == "timeout":
         assert isinstance(real, TimeoutError)
     else:

@@ -22,7 +22,6 @@ from asyncretry import (
     NoBackoff,
     OutcomeKind,
     Retrier,
-    RetryCapacityExceeded,
     RetryPolicy,
     RetryQuotaConfig,
     ScopeStatistics,
@@ -403,14 +402,16 @@ async def test_certificate_failures_are_never_retried() -> None:
 
 @pytest.mark.anyio
 async def test_an_empty_quota_stops_retries() -> None:
-    """With the quota spent, a connection error is raised as RetryCapacityExceeded from the real error."""
+    """With the quota spent, a connection error ends the call as itself (why: quota), as a 503 ends it as the 503."""
     policy = RetryPolicy(quota=RetryQuotaConfig(max_capacity=10, timeout_retry_cost=10), max_attempts=5)
     script = Script(httpx.ConnectError("refused"))
     async with retry_client(script, policy=policy) as client:
-        with pytest.raises(RetryCapacityExceeded) as caught:
+        with pytest.raises(httpx.ConnectError) as caught:
             await client.get(URL)
     assert script.count == 3  # two retries took the 10 tokens; the third could not be paid
-    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    history = history_of(caught.value)
+    assert history is not None
+    assert (history.gave_up, len(history.attempts)) == ("quota", 3)
     responses = Script(httpx.Response(503))
     async with retry_client(responses, policy=policy) as client:
         resp = await client.get(URL)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._events import AttemptFinished, EventBus, GaveUp, RetryScheduled, Throttled
-from .._exceptions import CircuitOpenError, RetriesExhausted, RetryBudgetExceeded, RetryCapacityExceeded
+from .._exceptions import RetriesExhausted
 from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
@@ -92,10 +92,10 @@ class Call:
     linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
     refund_due = 0  # tokens a success gives back to the quota
     probe = 0  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
-    last_error: BaseException | None = None
+    last_error: Exception | None = None
+    ending: Exception | None = None  # refused: what the call ends with (see refuse)
     last_timeout = 0.0
     hook: GiveUpInfo | None = None  # on_give_up, for the driver to run
-    pending: tuple[BaseException, BaseException | None] | None = None  # an error to raise instead (and its cause)
     _cost: int | None = None  # the last retry's cost, refunded by a success (SPEC 1.1)
     _previous_delay: float | None = None
     _delays: tuple[float, ...] | list[float] = ()  # index i: the delay after attempt i + 1
@@ -202,16 +202,19 @@ class Call:
             self._overlapped = {row[0]}
 
     def refuse(self, error: Exception, why: str, now: float) -> None:
-        """Something refused the next attempt before it began (quota, rate limit, breaker, backend)."""
-        self._give_up_common(error, why, now)
+        """Something refused the next attempt before it began (quota, rate limit, breaker, backend).
+
+        :attr:`ending` is then what the call ends with: the refusal itself when no attempt was made; else
+        the last attempt's own error, or ``None`` when that attempt ended with a result (the caller gets
+        the result). Either way the history, with why the call stopped, is attached to it.
+        """
+        self.ending = ending = error if self.number == 0 else self.last_error
+        self._give_up_common(ending, why, now)
         if self.policy.on_give_up is not None:
             final = self.outcome
             if final is None:  # no attempt was made: the refusal itself is what failed
                 final = Outcome(OutcomeKind.NOT_RETRYABLE, why, error)
             self.hook = GiveUpInfo(self.scope.key, final, self.history())
-        last = self.last_error
-        if last is not None and error.__cause__ is None:
-            error.__cause__ = last
 
     def abandon(self) -> None:
         """The attempt was cancelled (or hit a BaseException): record nothing, free a probe's slot."""
@@ -256,14 +259,7 @@ class Call:
                 retrier, self.scope, number, started, now, self._cost, self.label, outcome.reason
             )
             return DONE
-        attempt_failed(retrier, self.scope, number, started, now, outcome, self.label)
-        if error is not None:
-            self.last_error = error
-        row = (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
-        if self._records:
-            self._records.append(row)
-        else:
-            self._records = [row]
+        self.record_failure(number, started, outcome, error, now)
         if not kind.retryable:
             return self._give_up(outcome, error, "not_retryable", now)
         if self.number >= self.max_attempts:  # (hedged: the last to end need not be the last begun)
@@ -280,9 +276,30 @@ class Call:
             return PAY
         return self._checked(now)
 
+    def record_failure(
+        self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float
+    ) -> None:
+        """Record a failed attempt (its events and its row in the history), deciding nothing."""
+        self.in_attempt = False
+        self.outcome = outcome
+        attempt_failed(self.retrier, self.scope, number, started, now, outcome, self.label)
+        self.last_error = error  # what the call ends with if it stops now (None: the result)
+        row = (number, started, now - started, outcome.kind, outcome.reason, None if error is None else repr(error))
+        if self._records:
+            self._records.append(row)
+        else:
+            self._records = [row]
+
+    def unreachable(self, outcome: Outcome, error: Exception | None, now: float) -> int:
+        """State kept on a server could not be reached while the attempt was settled: a success stays one
+        (only its bookkeeping is lost); any other outcome ends the call with it (``"backend"``)."""
+        if self.done:
+            return DONE if self.gave_up is None else GIVE_UP
+        return self._give_up(outcome, error, "backend", now)
+
     def paid(self, refused: str | None, now: float) -> int:
         """The driver took what the retry costs (``refused`` is ``None``), or ``"quota"`` or ``"budget"``
-        refused it (nothing taken): RETRY or GIVE_UP."""
+        refused it (nothing taken): RETRY or GIVE_UP (the call ends with the attempt's own outcome)."""
         cost, self.due = self.due, 0
         outcome = self.outcome
         assert outcome is not None
@@ -292,7 +309,7 @@ class Call:
                 # The SDKs' long-polling rule: back off before returning the error (never past a deadline).
                 remaining = self.remaining(now)
                 self.linger = self.delay if remaining is None else min(self.delay, remaining)
-            return self._give_up(outcome, error, refused, now, cost=cost)
+            return self._give_up(outcome, error, refused, now)
         self.retry_paid = True
         if cost:
             self._cost = cost
@@ -417,49 +434,24 @@ class Call:
                 elapsed=now - self.started, target=self.target(),
             ))
 
-    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float, cost: int = 0) -> int:
+    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float) -> int:
+        """The call ends with its last attempt's outcome (``error``, or its result): why it stopped is in the
+        history attached to it."""
         self._give_up_common(error, why, now)
-        history = self.history()
         if self.policy.on_give_up is not None:
-            self.hook = GiveUpInfo(self.scope.key, outcome, history)
-        if error is not None and why in ("quota", "budget", "breaker"):
-            replacement = self._refusal(why, outcome, cost)
-            attach_history(replacement, history)
-            self.pending = (replacement, error)
+            self.hook = GiveUpInfo(self.scope.key, outcome, self.history())
         return GIVE_UP
-
-    def _refusal(self, why: str, outcome: Outcome, cost: int) -> Exception:
-        """The error that says why a retry was refused (chained to the attempt's own error)."""
-        if why == "quota":
-            quota = self.scope.quota
-            assert quota is not None
-            return RetryCapacityExceeded(
-                available=quota.available, cost=cost or quota.cost_of(outcome.kind), name=quota.name
-            )
-        if why == "budget":
-            budget = self.scope.budget
-            assert budget is not None
-            return RetryBudgetExceeded(available=budget.statistics().available, name=budget.name)
-        breaker = self.scope.breaker
-        assert breaker is not None
-        stats = breaker.statistics()
-        return CircuitOpenError(name=breaker.name, state=str(stats.state), retry_after=stats.retry_after)
 
     def result_error(self) -> Exception:
         """What the ``call`` form raises when the call gave up on a result (no exception to re-raise)."""
         outcome = self.outcome
         why = self.gave_up or "max_attempts"
-        error: Exception
-        if why in ("quota", "budget"):
-            assert outcome is not None
-            error = self._refusal(why, outcome, 0)
-        else:
-            reason = outcome.reason if outcome is not None else "none"
-            error = RetriesExhausted(
-                f"gave up ({why}) after {self.number} attempt(s); the last result was retryable: {reason}",
-                last_result=outcome.result if outcome is not None else None,
-                why=why,
-            )
+        reason = outcome.reason if outcome is not None else "none"
+        error = RetriesExhausted(
+            f"gave up ({why}) after {self.number} attempt(s); the last result was retryable: {reason}",
+            last_result=outcome.result if outcome is not None else None,
+            why=why,
+        )
         attach_history(error, self.history())
         return error
 

@@ -29,6 +29,7 @@ from .._exceptions import BackendUnavailable, CircuitOpenError, RateLimitTimeout
 from .._primitives._breaker import CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket
 from .._primitives._budget import RetryBudget
+from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["Attempts", "SyncAttempts"]
 
 T = TypeVar("T")
+
+_SUCCESS = OutcomeKind.SUCCESS
 
 
 def _pay_first(call: Call, scope: Scope) -> None:
@@ -114,8 +117,9 @@ class Attempts(Call):
         """Wait for what the next attempt needs and begin it; ``None`` when the call is over.
 
         Raises:
-            RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the next
-                attempt was refused before it began (chained to the last attempt's error).
+            RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the first
+                attempt was refused. A later attempt refused ends the call with the last attempt's own
+                error (raised here, history attached), or ``None`` when that attempt gave a result.
         """
         attempt = _begin_now(self)
         if attempt is None:
@@ -148,10 +152,15 @@ class Attempts(Call):
             probe = await self._admit(scope)
         except BaseException as error:
             await self._refund_retry()
-            if isinstance(error, Exception) and self.gave_up is not None:
-                await self._finish()  # refused: the on_give_up hook runs before the error is raised
-            raise
-        return _new_attempt(self, delay, probe)
+            if not (isinstance(error, Exception) and self.gave_up is not None):
+                raise
+            ending, self.ending = self.ending, None
+        else:
+            return _new_attempt(self, delay, probe)
+        # Refused: the on_give_up hook runs, then the call ends with its last real outcome.
+        await self._finish()
+        _end_with(ending)
+        return None
 
     async def _wait_for_quota(self) -> None:
         quota = self.scope.quota
@@ -164,7 +173,7 @@ class Attempts(Call):
         except (RetryCapacityExceeded, BackendUnavailable) as error:
             self.wait_cost = 0
             self.refuse(error, "quota" if isinstance(error, RetryCapacityExceeded) else "backend",
-                        self.retrier.clock.now())
+                                      self.retrier.clock.now())
             raise
         self.waited_for_quota()
 
@@ -238,11 +247,8 @@ class Attempts(Call):
         """Settle an attempt that ended by raising ``error`` (``None``: it returned).
 
         Returns:
-            True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates).
-
-        Raises:
-            Exception: the error the call gave up with instead of ``error`` (an empty quota, an open
-                breaker, a remote backend that fails closed), chained to it.
+            True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates
+            with the history attached).
         """
         now = self.retrier.clock.now()
         if self.scope.local:
@@ -272,14 +278,18 @@ class Attempts(Call):
                     await scope.cancel_retry_remote(dropped)
             if self.refund_due:
                 await scope.refund_remote(self.take_refund())
-        except BackendUnavailable as failure:
-            self.refuse(failure, "backend", now)
-            await self._finish()
-            raise failure from error if error is not None else self.last_error
+        except BackendUnavailable:
+            if self.in_attempt:  # the outcome was not recorded yet
+                if outcome.kind is _SUCCESS:
+                    self.settle(attempt.number, attempt._started, outcome, error, now)
+                    self.take_refund()
+                else:
+                    self.record_failure(attempt.number, attempt._started, outcome, error, now)
+            return self.unreachable(outcome, error, now)
         return step
 
     async def _finish(self) -> None:
-        """The call is over without success: the long-polling back-off, on_give_up, then what replaces the error."""
+        """The call is over without success: the long-polling back-off, then on_give_up."""
         linger, self.linger = self.linger, 0.0
         if linger > 0.0 and not self.no_wait:
             await self.retrier.clock.sleep(linger)
@@ -292,17 +302,16 @@ class Attempts(Call):
                     await result
             except Exception:
                 _log_hook_failure(hook)
-        _raise_pending(self)
+        self.forget_errors()
 
 
-def _raise_pending(call: Call) -> None:
-    """Raise what replaces the call's error (an empty quota, an open breaker ...), chained to it, if anything;
-    either way the call keeps no reference to the error it ends with (:meth:`Call.forget_errors`)."""
-    pending, call.pending = call.pending, None
-    call.forget_errors()
-    if pending is not None:
-        error, cause = pending
-        raise error from cause
+def _end_with(ending: Exception | None) -> None:
+    """End a call that was refused its next attempt: raise what it ends with (the refusal when no attempt
+    was made, else the last attempt's own error), or return when its last attempt ended with a result.
+
+    Raised here, outside the handler of the refusal, so that the error keeps its own context."""
+    if ending is not None:
+        raise ending
 
 
 class SyncAttempts(Call):
@@ -365,10 +374,14 @@ class SyncAttempts(Call):
             if cost is not None:
                 with self._lock:
                     scope.cancel_retry(cost)
-            if isinstance(error, Exception) and self.gave_up is not None:
-                self._finish()
-            raise
-        return _new_attempt(self, delay, probe)
+            if not (isinstance(error, Exception) and self.gave_up is not None):
+                raise
+            ending, self.ending = self.ending, None
+        else:
+            return _new_attempt(self, delay, probe)
+        self._finish()
+        _end_with(ending)
+        return None
 
     def _block_for_quota(self) -> None:
         quota = self.scope.quota
@@ -452,7 +465,7 @@ class SyncAttempts(Call):
                         close()  # an un-awaited coroutine would warn later
                     logger.error("asyncretry: on_give_up returned an awaitable in synchronous code; "
                                  "use a plain function in synchronous code")
-        _raise_pending(self)
+        self.forget_errors()
 
     def begin(self, delay: float, probe: int) -> int:
         with self._lock:  # the retrier's counters are shared by the threads

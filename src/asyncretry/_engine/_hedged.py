@@ -61,13 +61,21 @@ async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], disca
     gave up on a result (``call.gave_up`` says so); raises the last error when it gave up on one.
 
     Raises:
-        Exception: the last attempt's error (history attached), or what refused the next attempt.
+        Exception: the last attempt's error (history attached, with why the call stopped), or what
+            refused the first attempt.
     """
     state = hedge_state(call.scope, config, call.retrier.clock)
     state.record_call(call.started)
+    last: Any = NOT_SET  # the result of the round before, kept until the next round begins
     while True:
-        attempt = await call.start()
-        assert attempt is not None  # a call is over only after a round says so
+        try:
+            attempt = await call.start()
+        except BaseException:
+            await _drop(discard, last)
+            raise
+        if attempt is None:  # the next round was refused: the call ends with the last result
+            return last  # type: ignore[no-any-return]
+        await _drop(discard, last)
         race = _Race(call, state, send, discard)
         try:
             step = await race.run(attempt)
@@ -79,9 +87,9 @@ async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], disca
         if step == DONE:
             return value
         if step == RETRY:
-            await _drop(discard, value)
+            last = value
             continue
-        await call.after(step)  # giving up: the hook, and what replaces the error (raised)
+        await call.after(step)  # giving up: the long-polling back-off and the hook
         if failure is not None:
             raise failure
         return value

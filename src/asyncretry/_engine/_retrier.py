@@ -267,11 +267,10 @@ class Retrier:
         (the others are cancelled): give such a policy only for functions that are safe to run twice.
 
         Raises:
-            Exception: the last real error when the call gives up, with its history attached
-                (:func:`asyncretry.history_of`).
-            RetryCapacityExceeded: the retry quota ran dry (chained to the last error).
-            CircuitOpenError: the circuit breaker is open.
-            RetriesExhausted: the attempts ran out on results judged retryable.
+            Exception: the last real error when the call gives up, whatever stopped the retries, with
+                its history attached (:func:`asyncretry.history_of`; ``gave_up`` says why).
+            CircuitOpenError: the circuit breaker is open (the call made no attempt).
+            RetriesExhausted: the call gave up on a result judged retryable (``why`` says why).
         """
         return await self._call(DEFAULT_SCOPE, fn, args, kwargs)
 

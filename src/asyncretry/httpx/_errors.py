@@ -1,5 +1,9 @@
 """asyncretry's errors as httpx users catch them: ``except httpx.HTTPError`` sees everything the transports raise.
 
+A request that was sent ends with httpx's own error (or the response), whatever stopped its retries;
+these classes are for what asyncretry decides itself: a request refused before it was sent, an attempt
+cut short by its own time limit.
+
 Each class is both the asyncretry error (``except asyncretry.CircuitOpenError`` still works, with its
 attributes and attempt history) and an httpx transport error (its ``request`` is the request that
 failed)::

@@ -379,20 +379,26 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             if plan.hedging is not None:
                 return await self._hedged(request, plan, attempts, plan.hedging)
             next_attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
+        # A retried response is kept until the next attempt begins: if the call is refused that attempt
+        # (an empty quota, an open breaker ...), it ends with that response, its last real outcome.
         response: httpx.Response | None = None
         try:
             while next_attempt is not None or (next_attempt := await attempts.start()) is not None:
                 attempt, next_attempt = next_attempt, None
                 if attempt.number > 1:
                     plan.rewind()
+                await discard(response)
                 given, sent, response = sent, None, None
                 async with attempt:
                     response = await self._send(attempt, request, plan, attempts, given)
                 if attempts.done:
                     break
-                await discard(response)
         except AsyncRetryError as error:
+            await discard(response)
             raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
+        except BaseException:
+            await discard(response)
+            raise
         assert response is not None
         response.extensions[EXTENSION] = RetryInfo(attempts)
         return response
@@ -550,20 +556,24 @@ class RetryTransport(_Base, httpx.BaseTransport):
         if plan.hedging is not None:
             raise ValueError(_SYNC_HEDGING)
         attempts = self.retrier.sync_attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
-        response: httpx.Response | None = None
+        response: httpx.Response | None = None  # kept until the next attempt begins, as in the async transport
         try:
             while (attempt := attempts.start()) is not None:
                 if attempt.number > 1:
                     plan.rewind()
+                if response is not None:
+                    response.close()
                 response = None
                 with attempt:
                     response = self._send(attempt, request, plan)
                 if attempts.done:
                     break
-                if response is not None:
-                    response.close()
-        except AsyncRetryError as error:
-            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
+        except BaseException as error:
+            if response is not None:
+                response.close()
+            if isinstance(error, AsyncRetryError):
+                raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
+            raise
         assert response is not None
         response.extensions[EXTENSION] = RetryInfo(attempts)
         return response
