@@ -43,7 +43,7 @@ HOSTILE: list[Any] = [
 # builds and hands out (histories, outcomes, attempts) hold what they are given and are not settings; and
 # VirtualTimeEventLoop is an event loop, made by asyncretry.testing.virtual_time_loop().
 NOT_SETTINGS = {
-    "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "FirstAttempt", "GiveUpInfo", "Outcome", "RetryHistory",
+    "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "GiveUpInfo", "Outcome", "RetryHistory",
     "RetryInfo", "RetrierStatistics", "ScopeStatistics", "SyncAttempts", "VirtualTimeEventLoop",
 }
 

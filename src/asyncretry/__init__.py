@@ -112,7 +112,6 @@ from ._engine._polling import PollStatus as PollStatus
 from ._engine._polling import poll as poll
 from ._engine._retrier import Attempt as Attempt
 from ._engine._retrier import Attempts as Attempts
-from ._engine._retrier import FirstAttempt as FirstAttempt
 from ._engine._retrier import Retrier as Retrier
 from ._engine._retrier import RetrierStatistics as RetrierStatistics
 from ._engine._retrier import ScopeStatistics as ScopeStatistics
@@ -162,7 +161,6 @@ __all__ = [
     "Event",
     "EventBus",
     "ExponentialBackoff",
-    "FirstAttempt",
     "FixedBackoff",
     "GLOBAL_EVENTS",
     "GaveUp",
@@ -239,3 +237,18 @@ def _name_public_objects() -> None:
 
 _name_public_objects()
 del _name_public_objects
+
+
+def __getattr__(name: str) -> object:
+    # Names kept working for a while, with a warning (they are no longer in __all__).
+    if name == "FirstAttempt":
+        import warnings
+
+        from ._engine._first import FirstAttempt
+
+        warnings.warn(
+            "asyncretry.FirstAttempt is deprecated: start every call with Retrier.attempts()",
+            DeprecationWarning, stacklevel=2,
+        )
+        return FirstAttempt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,6 +17,7 @@ waiting differs (``await`` or ``time.sleep``).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -96,7 +97,8 @@ class Attempts(Call):
     :attr:`outcome` is the last outcome and :meth:`history` the full record.
 
     Integrations that drive a call themselves (the httpx transport) use :meth:`start` and the attempt's
-    ``async with``, the same two steps the ``async for`` loop takes.
+    ``async with``, the same two steps the ``async for`` loop takes: ``start()`` begins the first attempt
+    at once when nothing may make it wait, so there is no faster way in.
     """
 
     def __aiter__(self) -> Attempts:
@@ -127,8 +129,11 @@ class Attempts(Call):
         return attempt
 
     def begin_now(self) -> Attempt | None:
-        """The first attempt, begun at once when nothing may make it wait or refuse it; else ``None``
-        (then :meth:`start`). For drivers that make many calls: :meth:`start` without its coroutine."""
+        """Deprecated: ``await start()`` begins the first attempt at once when nothing may make it wait."""
+        warnings.warn(
+            "Attempts.begin_now() is deprecated: use `await attempts.start()`, which begins the first attempt "
+            "at once when nothing may make it wait", DeprecationWarning, stacklevel=2,
+        )
         return _begin_now(self)
 
     async def _start_after_waiting(self) -> Attempt | None:
@@ -333,8 +338,6 @@ class SyncAttempts(Call):
         super().__init__(retrier, scope, policy, now, judge, label)
         self._lock = lock if lock is not None else nullcontext()
 
-    ready: Attempt | None = None  # a first attempt begun when the call was made (Retrier.sync_attempts)
-
     def __iter__(self) -> SyncAttempts:
         return self
 
@@ -348,10 +351,6 @@ class SyncAttempts(Call):
         """Wait (blocking the thread) for what the next attempt needs and begin it; ``None`` when over."""
         if self.done:
             return None
-        attempt = self.ready
-        if attempt is not None:
-            self.ready = None
-            return attempt
         with self._lock:
             attempt = _begin_now(self)
         if attempt is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from .. import Attempts, FirstAttempt, RetryHistory, SyncAttempts
+from .. import Attempts, RetryHistory, SyncAttempts
 
 __all__ = ["EXTENSION", "RetryInfo", "describe", "retry_info", "scope_by_origin"]
 
@@ -50,7 +50,7 @@ class RetryInfo:
 
     __slots__ = ("_call", "_history")
 
-    def __init__(self, call: Attempts | SyncAttempts | FirstAttempt) -> None:
+    def __init__(self, call: Attempts | SyncAttempts) -> None:
         # Made for every response, so it only keeps the finished call and reads it when asked.
         self._call = call
         self._history: RetryHistory | None = None

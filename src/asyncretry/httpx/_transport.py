@@ -1,25 +1,22 @@
 """`AsyncRetryTransport` and `RetryTransport`: every request of an httpx client made resilient.
 
 Both wrap another transport (default: httpx's own, built from the options given) and drive each request
-through the retry engine, as a thin loop over its public integration API. A 503 then a 200, hop by hop::
+through the retry engine, as one loop over its public integration API: ``Retrier.attempts()`` starts
+the call, ``start()`` begins each attempt (waiting for what it needs), ``async with attempt`` judges and
+settles it. A 503 then a 200::
 
     transport                                   engine
     ---------                                   ------
-    retrier.begin_first(scope)            ->    admitted at once: attempt 1 (no call object yet)
-    send; 503: not a plain success
-    first.go_on(judge=plan.judge); judge  ->    the call takes attempt 1 over; leaving `async with
-    the 503 in `async with attempt`             attempt`: judged (may it be sent again?), the limiter
-                                                and breaker told, the core decides: RETRY after d s
-    close the 503; attempts.start()       ->    sleeps d, admitted: attempt 2
+    retrier.attempts(judge=plan.judge)    ->    the call (its first attempt admitted at once when
+                                                nothing can make it wait)
+    attempts.start(); send; 503           ->    leaving `async with attempt`: judged (may it be sent
+                                                again?), the limiter and breaker told: RETRY after d s
+    attempts.start()                      ->    sleeps d, admitted: attempt 2 (the 503 is closed now)
     send; 200; leave `async with attempt` ->    a success: the quota refunded, the call DONE
     return the 200 with its RetryInfo
 
-A 200 at once: ``begin_first``, send, ``first.succeeded()`` (the rule every success follows), return.
-A request with overrides (or when something may make its first attempt wait) starts with
-``retrier.attempts(judge=plan.judge)`` instead, and goes on the same way.
-
-Four hops between transport and engine; every rule (classification, the quota, the delay, giving up,
-whether a request may be sent again) is decided in one place, on every path, timeouts included.
+Every rule (classification, the quota, the delay, giving up, whether a request may be sent again) is
+decided in one place, on every path, timeouts included.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -181,8 +177,6 @@ class _Base:
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None
-        #: a request without overrides is retried by the transport's own settings alone
-        self._plain = not self.read_body and self.policy.hedging is None
 
     @property
     def policy(self) -> RetryPolicy:
@@ -353,51 +347,27 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        first = key = None
-        if self._plain and EXTENSION not in request.extensions and type(request.stream) is httpx.ByteStream:
-            # The usual request (no overrides, a body of bytes): its first attempt may begin before the
-            # call has an object; a success with nothing to judge then ends the call without one.
-            key = self._scope_key(request)
-            first = self.retrier.begin_first(scope=key)
-        sent: httpx.Response | Exception | None = None
-        if first is not None:
-            try:
-                sent = await self._transport.handle_async_request(request)
-            except Exception as error:
-                sent = error
-            else:
-                if self.classifier.plain_success(sent.status_code):
-                    sent.extensions[EXTENSION] = RetryInfo(first.succeeded(partial(describe, request)))
-                    return sent
-            # Anything else is judged in the call, like any attempt's outcome.
-            plan = self._plan(request, first.scope_key)
-            attempts, attempt = first.go_on(judge=plan.judge, label=plan.label)
-            next_attempt: Attempt | None = attempt
-        else:
-            plan = self._plan(request, key)
-            attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
-            if plan.hedging is not None:
-                return await self._hedged(request, plan, attempts, plan.hedging)
-            next_attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
+        plan = self._plan(request)
+        attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
+        if plan.hedging is not None:
+            return await self._hedged(request, plan, attempts, plan.hedging)
         # A retried response is kept until the next attempt begins: if the call is refused that attempt
         # (an empty quota, an open breaker ...), it ends with that response, its last real outcome.
         response: httpx.Response | None = None
         try:
-            while next_attempt is not None or (next_attempt := await attempts.start()) is not None:
-                attempt, next_attempt = next_attempt, None
+            while (attempt := await attempts.start()) is not None:
                 if attempt.number > 1:
+                    await discard(response)
                     plan.rewind()
-                await discard(response)
-                given, sent, response = sent, None, None
+                response = None
                 async with attempt:
-                    response = await self._send(attempt, request, plan, attempts, given)
+                    response = await self._send(attempt, request, plan, attempts)
                 if attempts.done:
                     break
-        except AsyncRetryError as error:
+        except BaseException as error:
             await discard(response)
-            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
-        except BaseException:
-            await discard(response)
+            if isinstance(error, AsyncRetryError):
+                raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
             raise
         assert response is not None
         response.extensions[EXTENSION] = RetryInfo(attempts)
@@ -416,20 +386,11 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         response.extensions[EXTENSION] = RetryInfo(attempts)
         return response
 
-    async def _send(
-        self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts,
-        sent: httpx.Response | Exception | None = None,
-    ) -> httpx.Response:
-        """One attempt: send (unless ``sent`` is what the attempt already gave), judge the response
-        (marking the attempt), classify any error, re-raise it."""
+    async def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts) -> httpx.Response:
+        """One attempt: send, judge the response (marking the attempt), classify any error, re-raise it."""
         response = None
         try:
-            if sent is None:
-                response = await self._transport.handle_async_request(request)
-            elif isinstance(sent, Exception):
-                raise sent  # noqa: TRY301  (the first attempt's error, judged here like any attempt's)
-            else:
-                response = sent
+            response = await self._transport.handle_async_request(request)
             if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
             headers = headers_read(response.headers)
@@ -560,9 +521,9 @@ class RetryTransport(_Base, httpx.BaseTransport):
         try:
             while (attempt := attempts.start()) is not None:
                 if attempt.number > 1:
+                    if response is not None:
+                        response.close()
                     plan.rewind()
-                if response is not None:
-                    response.close()
                 response = None
                 with attempt:
                     response = self._send(attempt, request, plan)
