@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from enum import IntEnum
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from .._events import AttemptFinished, EventBus, GaveUp, RetryScheduled, Throttled
 from .._exceptions import RetriesExhausted
@@ -42,19 +41,27 @@ from ._scopes import Scope
 from ._testmode import current_test_mode
 
 if TYPE_CHECKING:
-    from ._attempt import Attempt
     from ._retrier import Retrier
 
 __all__ = [
-    "DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "attempt_failed", "open_call", "settle_locally",
-    "succeeded",
+    "DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "Step", "attempt_failed", "open_call", "succeeded",
 ]
 
-#: What :meth:`Call.settle` and :meth:`Call.paid` answer.
-DONE = 0  # the attempt succeeded: the call is over
-GIVE_UP = 1  # the call is over without success (``Call.gave_up`` says why)
-PAY = 2  # retry, once the driver has taken ``Call.due`` tokens from the quota (then :meth:`Call.paid`)
-RETRY = 3  # retry after ``Call.delay`` seconds
+
+class Step(IntEnum):
+    """What the decision core answers after an attempt (:meth:`Call.settle`, :meth:`Call.paid`)."""
+
+    DONE = 0
+    """The attempt succeeded: the call is over."""
+    GIVE_UP = 1
+    """The call is over without success (``gave_up`` says why); it ends with the attempt's own outcome."""
+    PAY = 2
+    """Retry, once the driver has taken the retry's cost (quota tokens, a budget place): then ``paid()``."""
+    RETRY = 3
+    """Retry after ``delay`` seconds."""
+
+
+DONE, GIVE_UP, PAY, RETRY = Step.DONE, Step.GIVE_UP, Step.PAY, Step.RETRY
 
 Judge = Callable[[Outcome], Outcome]
 """An integration's last word on a failed attempt's outcome (the httpx transports turn a retryable
@@ -237,8 +244,16 @@ class Call:
         return cost or 0
 
     # ------------------------------------------------------------------------- after an attempt
-    def settle(self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float) -> int:
+    def settle(
+        self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float, *,
+        outer: float | None = None, draw: float = 0.0, breaker_wait: float = 0.0,
+    ) -> Step:
         """Record how attempt ``number`` (begun at ``started``) ended at ``now``, and decide (SPEC 1.1).
+
+        Every input is an argument: besides the outcome and the time, for a failure, ``outer`` (the
+        seconds the caller's own deadline leaves, ``None`` without one), ``draw`` (the random draw in
+        ``[0, 1)`` for the backoff's jitter) and ``breaker_wait`` (the breaker's answer: seconds until it
+        would admit an attempt, 0 without a breaker). Asking changes nothing.
 
         Returns:
             DONE, GIVE_UP, PAY (take :attr:`due` from the quota, then :meth:`paid`) or RETRY (sleep
@@ -264,7 +279,7 @@ class Call:
             return self._give_up(outcome, error, "not_retryable", now)
         if self.number >= self.max_attempts:  # (hedged: the last to end need not be the last begun)
             return self._give_up(outcome, error, "max_attempts", now)
-        self.delay, self._server_directed = self._plan_delay(outcome, kind, self.number)
+        self.delay, self._server_directed = self._plan_delay(outcome, kind, self.number, draw)
         scope = self.scope
         quota = scope.quota
         cost = quota.cost_of(kind) if quota is not None else 0
@@ -274,7 +289,7 @@ class Call:
         if now_or_later or scope.budget is not None:
             self.due = cost if now_or_later else 0
             return PAY
-        return self._checked(now)
+        return self._checked(now, outer, breaker_wait)
 
     def record_failure(
         self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float
@@ -290,14 +305,16 @@ class Call:
         else:
             self._records = [row]
 
-    def unreachable(self, outcome: Outcome, error: Exception | None, now: float) -> int:
+    def unreachable(self, outcome: Outcome, error: Exception | None, now: float) -> Step:
         """State kept on a server could not be reached while the attempt was settled: a success stays one
         (only its bookkeeping is lost); any other outcome ends the call with it (``"backend"``)."""
         if self.done:
             return DONE if self.gave_up is None else GIVE_UP
         return self._give_up(outcome, error, "backend", now)
 
-    def paid(self, refused: str | None, now: float) -> int:
+    def paid(
+        self, refused: str | None, now: float, *, outer: float | None = None, breaker_wait: float = 0.0
+    ) -> Step:
         """The driver took what the retry costs (``refused`` is ``None``), or ``"quota"`` or ``"budget"``
         refused it (nothing taken): RETRY or GIVE_UP (the call ends with the attempt's own outcome)."""
         cost, self.due = self.due, 0
@@ -307,30 +324,30 @@ class Call:
         if refused is not None:
             if refused == "quota" and self.policy.long_polling:
                 # The SDKs' long-polling rule: back off before returning the error (never past a deadline).
-                remaining = self.remaining(now)
+                remaining = self.left(now, outer)
                 self.linger = self.delay if remaining is None else min(self.delay, remaining)
             return self._give_up(outcome, error, refused, now)
         self.retry_paid = True
         if cost:
             self._cost = cost
-        step = self._checked(now)
-        if step == GIVE_UP:
+        step = self._checked(now, outer, breaker_wait)
+        if step is GIVE_UP:
             self.retry_paid = False
             self._cost = None
             self.dropped = cost  # the retry it paid for will not happen: its tokens and budget place go back
         return step
 
-    def _checked(self, now: float) -> int:
+    def _checked(self, now: float, outer: float | None, breaker_wait: float) -> Step:
         """RETRY after :attr:`delay`, unless a deadline or the breaker would leave the retry no chance."""
         outcome = self.outcome
         assert outcome is not None
         error = self.last_error if isinstance(self.last_error, Exception) else None
         delay = self.delay
-        remaining = self.remaining(now) if delay > 0.0 or self.deadline_at != math.inf else None
+        remaining = self.left(now, outer) if delay > 0.0 or self.deadline_at != math.inf else None
         if remaining is not None and delay >= remaining:
             # A sleep that ends at the deadline leaves no time for the attempt it was for.
             return self._give_up(outcome, error, "server_delay" if self._server_directed else "deadline", now)
-        if self.scope.retry_refused_for(delay):
+        if breaker_wait > delay:
             return self._give_up(outcome, error, "breaker", now)  # never sleep and then be refused
         return self._scheduled(now)
 
@@ -348,7 +365,7 @@ class Call:
         """The driver took the cost a retry waited for (the quota's waiting mode)."""
         self._cost, self.wait_cost, self.retry_paid = self.wait_cost, 0, True
 
-    def _scheduled(self, now: float) -> int:
+    def _scheduled(self, now: float) -> Step:
         delay = self.delay
         self._previous_delay = delay
         if self._delays:
@@ -367,12 +384,12 @@ class Call:
 
     _server_directed = False
 
-    def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int) -> tuple[float, bool]:
+    def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int, draw: float) -> tuple[float, bool]:
         """The sleep before the next attempt: the backoff, or the delay the server asked for."""
         policy = self.policy
         backoff = policy.throttling_backoff if kind is _THROTTLING else policy.backoff
         assert backoff is not None
-        delay = backoff.delay(number, self.retrier._rng(), self._previous_delay)
+        delay = backoff.delay(number, draw, self._previous_delay)
         server = outcome.server_delay
         if server is None or not policy.honour_server_delay:
             if kind is _THROTTLING:
@@ -392,10 +409,10 @@ class Call:
         return min(server, cap), True
 
     # -------------------------------------------------------------------------------- deadlines
-    def remaining(self, now: float) -> float | None:
-        """Seconds left before the call's deadline or the enclosing cancel scope's, ``None`` if unbounded."""
+    def left(self, now: float, outer: float | None) -> float | None:
+        """Seconds left at ``now`` before the call's deadline or the caller's own (``outer`` seconds from
+        now, ``None`` without one); ``None`` if unbounded."""
         remaining = self.deadline_at - now
-        outer = _outer_remaining()
         if outer is not None:
             remaining = min(remaining, outer)
         return None if remaining == math.inf else max(0.0, remaining)
@@ -434,7 +451,7 @@ class Call:
                 elapsed=now - self.started, target=self.target(),
             ))
 
-    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float) -> int:
+    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float) -> Step:
         """The call ends with its last attempt's outcome (``error``, or its result): why it stopped is in the
         history attached to it."""
         self._give_up_common(error, why, now)
@@ -577,36 +594,6 @@ def _emit_finished(
         time=now, source=scope.key, attempt=number, outcome=kind.value, reason=reason,
         duration=now - started, target=label() if label is not None else None,
     ))
-
-
-def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:
-    """End an attempt on local shared state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
-    outcome = attempt.judged(error)
-    scope = call.scope
-    if scope.reports:
-        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now)
-    step = call.settle(attempt.number, attempt._started, outcome, error, now)
-    if step == PAY:
-        step = call.paid(scope.pay(call.due), now)
-        dropped = call.take_dropped()
-        if dropped is not None:
-            scope.cancel_retry(dropped)
-    refund = call.refund_due
-    if refund:
-        call.refund_due = 0
-        scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope: a RetryQuota; never None with a refund
-    return step
-
-
-def _outer_remaining() -> float | None:
-    """Seconds left before the enclosing cancel scope's deadline; ``None`` without one (or outside a loop)."""
-    try:
-        outer = anyio.current_effective_deadline()
-    except RuntimeError:  # no event loop: synchronous code has no cancel scopes
-        return None
-    if outer == math.inf:
-        return None
-    return outer - anyio.current_time()
 
 
 def _seconds(value: Any) -> float:

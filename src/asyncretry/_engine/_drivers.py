@@ -10,8 +10,8 @@ transport). Each has two steps, read top to bottom:
 - ``end``: judge how it ended (:meth:`Attempt.judged`), tell the scope's limiter and breaker, let the
   core decide (:meth:`Call.settle`), pay or refund the quota, and either retry or finish the call.
 
-What the two share is the decision core and the local bookkeeping (:func:`~._call.settle_locally`); only the
-waiting differs (``await`` or ``time.sleep``).
+What the two share is the decision core and the executors (:mod:`._settle`); only the waiting differs
+(``await`` or ``time.sleep``).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from .._exceptions import BackendUnavailable, CircuitOpenError, RateLimitTimeout
 from .._primitives._breaker import CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket
 from .._primitives._budget import RetryBudget
-from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
-from ._call import DONE, PAY, RETRY, Call, Judge, Label, settle_locally
+from ._call import DONE, RETRY, Call, Judge, Label, Step
 from ._hedged import Discard, Send, run_hedged
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
+from ._settle import remaining, settle_locally, settle_remotely
 
 if TYPE_CHECKING:
     from ._hedging import HedgingConfig
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["Attempts", "SyncAttempts"]
 
 T = TypeVar("T")
-
-_SUCCESS = OutcomeKind.SUCCESS
 
 
 def _pay_first(call: Call, scope: Scope) -> None:
@@ -259,39 +257,20 @@ class Attempts(Call):
         if self.scope.local:
             step = settle_locally(self, attempt, error, now)
         else:
-            step = await self._settle_remotely(attempt, error, now)
+            step = await settle_remotely(self, attempt, error, now)
         return await self.after(step)
 
-    async def after(self, step: int) -> bool:
+    def remaining(self, now: float) -> float | None:
+        """Seconds left at ``now`` before the call's deadline or the caller's own; ``None`` if unbounded."""
+        return remaining(self, now)
+
+    async def after(self, step: Step) -> bool:
         """What the driver does once an attempt is settled: True to retry; else finish the call."""
         if step == RETRY:
             return True
         if step != DONE:
             await self._finish()
         return False
-
-    async def _settle_remotely(self, attempt: Attempt, error: Exception | None, now: float) -> int:
-        outcome = attempt.judged(error)
-        scope = self.scope
-        try:
-            await scope.report_remote(outcome.kind, outcome.reason, attempt._started, self.probe)
-            step = self.settle(attempt.number, attempt._started, outcome, error, now)
-            if step == PAY:
-                step = self.paid(await scope.pay_remote(self.due), now)
-                dropped = self.take_dropped()
-                if dropped is not None:
-                    await scope.cancel_retry_remote(dropped)
-            if self.refund_due:
-                await scope.refund_remote(self.take_refund())
-        except BackendUnavailable:
-            if self.in_attempt:  # the outcome was not recorded yet
-                if outcome.kind is _SUCCESS:
-                    self.settle(attempt.number, attempt._started, outcome, error, now)
-                    self.take_refund()
-                else:
-                    self.record_failure(attempt.number, attempt._started, outcome, error, now)
-            return self.unreachable(outcome, error, now)
-        return step
 
     async def _finish(self) -> None:
         """The call is over without success: the long-polling back-off, then on_give_up."""
@@ -417,6 +396,10 @@ class SyncAttempts(Call):
         except CircuitOpenError as error:
             self.refuse(error, "breaker", self.retrier.clock.now())
             raise
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds left at ``now`` before the call's deadline; ``None`` if unbounded."""
+        return remaining(self, now)
 
     def _remaining_or_zero(self) -> float:
         return self.remaining(self.retrier.clock.now()) or 0.0

@@ -34,8 +34,9 @@ from anyio.abc import TaskGroup
 from .._events import HedgeSent
 from .._primitives._kinds import OutcomeKind
 from ._attempt import NOT_SET, Attempt
-from ._call import DONE, RETRY, settle_locally
+from ._call import DONE, RETRY, Step
 from ._hedging import HedgeState, HedgingConfig, hedge_state
+from ._settle import settle_locally, settle_remotely
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -113,7 +114,7 @@ class _Race(Generic[T]):
         self._receiver: MemoryObjectReceiveStream[Any]
         self._sender, self._receiver = anyio.create_memory_object_stream[Any](math.inf)
 
-    async def run(self, first: Attempt) -> int:
+    async def run(self, first: Attempt) -> Step:
         """Race the round's attempts; then settle the one that ended it. Returns the core's step."""
         call = self.call
         try:
@@ -133,7 +134,7 @@ class _Race(Generic[T]):
             call.lost(loser.number, loser._started, attempt.number, now)
         if call.scope.local:
             return settle_locally(call, attempt, self.error, now)
-        return await call._settle_remotely(attempt, self.error, now)
+        return await settle_remotely(call, attempt, self.error, now)
 
     async def _referee(self, group: TaskGroup, first: Attempt) -> None:
         """Send hedges as the delays pass and take the answers until one ends the round."""

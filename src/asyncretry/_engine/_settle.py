@@ -1,0 +1,102 @@
+"""The executors: what the drivers do around the decision core when an attempt ends.
+
+The core (:class:`~._call.Call`) decides from its arguments alone; these two functions gather those
+arguments (the time the caller's own deadline leaves, the random draw, the breaker's answer) and carry
+out what it decided on the scope's shared state: :func:`settle_locally` for in-process parts, which
+answer at once, and :func:`settle_remotely` for parts kept on a server, whose answers are awaited. Each
+is the one place its kind of state is settled, for every driver (``async for``, ``for``, hedging).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import anyio
+
+from .._exceptions import BackendUnavailable
+from .._primitives._kinds import OutcomeKind
+from ._call import PAY, Call, Step
+from ._classify import Outcome
+
+if TYPE_CHECKING:
+    from ._attempt import Attempt
+
+__all__ = ["caller_deadline", "remaining", "settle_locally", "settle_remotely"]
+
+_SUCCESS = OutcomeKind.SUCCESS
+
+
+def caller_deadline() -> float | None:
+    """Seconds left before the enclosing cancel scope's deadline; ``None`` without one (or outside a loop)."""
+    try:
+        outer = anyio.current_effective_deadline()
+    except RuntimeError:  # no event loop: synchronous code has no cancel scopes
+        return None
+    if outer == math.inf:
+        return None
+    return outer - anyio.current_time()
+
+
+def remaining(call: Call, now: float) -> float | None:
+    """Seconds left at ``now`` before the call's deadline or the caller's own; ``None`` if unbounded."""
+    return call.left(now, caller_deadline())
+
+
+def _decide(call: Call, attempt: Attempt, outcome: Outcome, error: Exception | None, now: float) -> Step:
+    """The core's decision on an attempt's outcome, given what a failure's decision needs."""
+    if outcome.kind is _SUCCESS:
+        return call.settle(attempt.number, attempt._started, outcome, error, now)
+    return call.settle(
+        attempt.number, attempt._started, outcome, error, now,
+        outer=caller_deadline(), draw=call.retrier._rng(), breaker_wait=call.scope.breaker_wait(),
+    )
+
+
+def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
+    """End an attempt on in-process state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
+    outcome = attempt.judged(error)
+    scope = call.scope
+    if scope.reports:
+        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now)
+    step = _decide(call, attempt, outcome, error, now)
+    if step is PAY:
+        step = call.paid(scope.pay(call.due), now, outer=caller_deadline(), breaker_wait=scope.breaker_wait())
+        dropped = call.take_dropped()
+        if dropped is not None:
+            scope.cancel_retry(dropped)
+    refund = call.refund_due
+    if refund:
+        call.refund_due = 0
+        scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope: a RetryQuota; never None with a refund
+    return step
+
+
+async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
+    """:func:`settle_locally` where a part is kept on a server (its answers awaited).
+
+    A server that cannot be reached (``BackendUnavailable``) ends the call with the attempt's own
+    outcome (``"backend"``); a success stays one, only its bookkeeping is lost.
+    """
+    outcome = attempt.judged(error)
+    scope = call.scope
+    try:
+        await scope.report_remote(outcome.kind, outcome.reason, attempt._started, call.probe)
+        step = _decide(call, attempt, outcome, error, now)
+        if step is PAY:
+            refused = await scope.pay_remote(call.due)
+            step = call.paid(refused, now, outer=caller_deadline(), breaker_wait=scope.breaker_wait())
+            dropped = call.take_dropped()
+            if dropped is not None:
+                await scope.cancel_retry_remote(dropped)
+        if call.refund_due:
+            await scope.refund_remote(call.take_refund())
+    except BackendUnavailable:
+        if call.in_attempt:  # the outcome was not recorded yet
+            if outcome.kind is _SUCCESS:
+                call.settle(attempt.number, attempt._started, outcome, error, now)
+                call.take_refund()
+            else:
+                call.record_failure(attempt.number, attempt._started, outcome, error, now)
+        return call.unreachable(outcome, error, now)
+    return step
