@@ -92,6 +92,9 @@ from ._primitives._breaker import CircuitBreakerConfig as CircuitBreakerConfig
 # isort: split
 from ._engine._botocore import AWS_TRANSIENT_STATUSES as AWS_TRANSIENT_STATUSES
 from ._engine._botocore import botocore_classifier as botocore_classifier
+from ._engine._call import Judge as Judge
+from ._engine._call import Label as Label
+from ._engine._call import Step as Step
 from ._engine._classify import AWS_THROTTLING_CODES as AWS_THROTTLING_CODES
 from ._engine._classify import AWS_TRANSIENT_CODES as AWS_TRANSIENT_CODES
 from ._engine._classify import QLDB_RETRYABLE_CODES as QLDB_RETRYABLE_CODES
@@ -168,6 +171,8 @@ __all__ = [
     "HedgeSent",
     "HedgeStatistics",
     "HedgingConfig",
+    "Judge",
+    "Label",
     "LimiterRateChanged",
     "LimiterStatistics",
     "LinearBackoff",
@@ -197,6 +202,7 @@ __all__ = [
     "RetryScheduled",
     "ScopeEvicted",
     "ScopeStatistics",
+    "Step",
     "SyncAttempts",
     "Throttled",
     "botocore_classifier",
