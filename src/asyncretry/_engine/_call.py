@@ -338,7 +338,8 @@ class Call:
         return step
 
     def _checked(self, now: float, outer: float | None, breaker_wait: float) -> Step:
-        """RETRY after :attr:`delay`, unless a deadline or the breaker would leave the retry no chance."""
+        """RETRY after :attr:`delay` (scheduled: recorded, announced), unless a deadline or the breaker would
+        leave the retry no chance."""
         outcome = self.outcome
         assert outcome is not None
         error = self.last_error if isinstance(self.last_error, Exception) else None
@@ -349,7 +350,18 @@ class Call:
             return self._give_up(outcome, error, "server_delay" if self._server_directed else "deadline", now)
         if breaker_wait > delay:
             return self._give_up(outcome, error, "breaker", now)  # never sleep and then be refused
-        return self._scheduled(now)
+        self._previous_delay = delay
+        if self._delays:
+            self._delays.append(delay)  # type: ignore[union-attr]
+        else:
+            self._delays = [delay]
+        events = self.retrier.events
+        if events.wants(RetryScheduled):
+            events.emit(RetryScheduled(
+                time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
+                reason=outcome.reason, server_directed=self._server_directed, target=self.target(),
+            ))
+        return RETRY
 
     def take_refund(self) -> int:
         """The tokens a success gives back to the quota now (the last retry's cost, or the increment)."""
@@ -364,23 +376,6 @@ class Call:
     def waited_for_quota(self) -> None:
         """The driver took the cost a retry waited for (the quota's waiting mode)."""
         self._cost, self.wait_cost, self.retry_paid = self.wait_cost, 0, True
-
-    def _scheduled(self, now: float) -> Step:
-        delay = self.delay
-        self._previous_delay = delay
-        if self._delays:
-            self._delays.append(delay)  # type: ignore[union-attr]
-        else:
-            self._delays = [delay]
-        events = self.retrier.events
-        if events.wants(RetryScheduled):
-            outcome = self.outcome
-            assert outcome is not None
-            events.emit(RetryScheduled(
-                time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
-                reason=outcome.reason, server_directed=self._server_directed, target=self.target(),
-            ))
-        return RETRY
 
     _server_directed = False
 

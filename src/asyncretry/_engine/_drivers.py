@@ -105,7 +105,7 @@ class Attempts(Call):
     async def __anext__(self) -> Attempt:
         if self.done:
             raise StopAsyncIteration
-        attempt = _begin_now(self)
+        attempt = None if self.number else _begin_now(self)
         if attempt is None:
             attempt = await self._start_after_waiting()
             if attempt is None:
@@ -121,7 +121,7 @@ class Attempts(Call):
                 attempt was refused. A later attempt refused ends the call with the last attempt's own
                 error (raised here, history attached), or ``None`` when that attempt gave a result.
         """
-        attempt = _begin_now(self)
+        attempt = None if self.number else _begin_now(self)
         if attempt is None:
             attempt = await self._start_after_waiting()
         return attempt

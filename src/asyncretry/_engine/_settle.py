@@ -17,7 +17,6 @@ import anyio
 from .._exceptions import BackendUnavailable
 from .._primitives._kinds import OutcomeKind
 from ._call import PAY, Call, Step
-from ._classify import Outcome
 
 if TYPE_CHECKING:
     from ._attempt import Attempt
@@ -43,28 +42,26 @@ def remaining(call: Call, now: float) -> float | None:
     return call.left(now, caller_deadline())
 
 
-def _decide(call: Call, attempt: Attempt, outcome: Outcome, error: Exception | None, now: float) -> Step:
-    """The core's decision on an attempt's outcome, given what a failure's decision needs."""
-    if outcome.kind is _SUCCESS:
-        return call.settle(attempt.number, attempt._started, outcome, error, now)
-    return call.settle(
-        attempt.number, attempt._started, outcome, error, now,
-        outer=caller_deadline(), draw=call.retrier._rng(), breaker_wait=call.scope.breaker_wait(),
-    )
-
-
 def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
     """End an attempt on in-process state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
     outcome = attempt.judged(error)
     scope = call.scope
     if scope.reports:
         scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now)
-    step = _decide(call, attempt, outcome, error, now)
-    if step is PAY:
-        step = call.paid(scope.pay(call.due), now, outer=caller_deadline(), breaker_wait=scope.breaker_wait())
-        dropped = call.take_dropped()
-        if dropped is not None:
-            scope.cancel_retry(dropped)
+    if outcome.kind is _SUCCESS:
+        step = call.settle(attempt.number, attempt._started, outcome, error, now)
+    else:
+        # What a failure's decision needs, asked once (asking changes nothing).
+        outer = caller_deadline()
+        wait = scope.breaker_wait() if scope.breaker is not None else 0.0
+        step = call.settle(
+            attempt.number, attempt._started, outcome, error, now,
+            outer=outer, draw=call.retrier._rng(), breaker_wait=wait,
+        )
+        if step is PAY:
+            step = call.paid(scope.pay(call.due), now, outer=outer, breaker_wait=wait)
+            if call.dropped is not None:  # paid, then refused after all: its tokens and budget place go back
+                scope.cancel_retry(call.take_dropped())  # type: ignore[arg-type]
     refund = call.refund_due
     if refund:
         call.refund_due = 0
@@ -82,10 +79,17 @@ async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None,
     scope = call.scope
     try:
         await scope.report_remote(outcome.kind, outcome.reason, attempt._started, call.probe)
-        step = _decide(call, attempt, outcome, error, now)
+        if outcome.kind is _SUCCESS:
+            step = call.settle(attempt.number, attempt._started, outcome, error, now)
+        else:
+            outer, wait = caller_deadline(), scope.breaker_wait()
+            step = call.settle(
+                attempt.number, attempt._started, outcome, error, now,
+                outer=outer, draw=call.retrier._rng(), breaker_wait=wait,
+            )
         if step is PAY:
             refused = await scope.pay_remote(call.due)
-            step = call.paid(refused, now, outer=caller_deadline(), breaker_wait=scope.breaker_wait())
+            step = call.paid(refused, now, outer=outer, breaker_wait=wait)
             dropped = call.take_dropped()
             if dropped is not None:
                 await scope.cancel_retry_remote(dropped)

@@ -15,8 +15,7 @@ settles it. A 503 then a 200::
     send; 200; leave `async with attempt` ->    a success: the quota refunded, the call DONE
     return the 200 with its RetryInfo
 
-Every rule (classification, the quota, the delay, giving up, whether a request may be sent again) is
-decided in one place, on every path, timeouts included.
+Every rule (classification, the quota, the delay, giving up, whether it may be resent) has one place.
 """
 
 from __future__ import annotations
@@ -223,17 +222,6 @@ class _Base:
         plan.scope = scope if scope is not None else self._scope_key(request)
         return plan
 
-    def _outcome(self, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]) -> Outcome:
-        """What a response says of its attempt: its kind from status and error code, the delay the server asks."""
-        status = response.status_code
-        code = error_code_of_response(headers, body) if status >= 400 else None
-        kind, reason = self.classifier.status_kind(response, code)
-        if kind.retryable:
-            delay = server_delay(headers, self._wall_clock)
-            if delay is not None:
-                return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1])
-        return Outcome(kind, reason, result=response)
-
     def _in_memory(self, response: httpx.Response) -> bytes | None:
         """The (decoded) body of a response that is already read, as mock transports give them;
         ``None`` when it is longer than ``max_error_body``.
@@ -255,10 +243,19 @@ class _Base:
     def _judge(
         self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]
     ) -> Outcome:
-        """Mark the attempt with what a response that needs judging says of it; returns that outcome."""
-        outcome = self._outcome(response, body, headers)
-        if outcome.kind is not _SUCCESS:
-            attempt.classify_result(outcome)
+        """Mark the attempt with what a response that needs judging says of it (its kind from status and
+        error code, the delay the server asks); returns that outcome."""
+        status = response.status_code
+        code = error_code_of_response(headers, body) if status >= 400 else None
+        kind, reason = self.classifier.status_kind(response, code)
+        if kind is _SUCCESS:
+            return Outcome(kind, reason, result=response)
+        delay = server_delay(headers, self._wall_clock) if kind.retryable else None
+        if delay is None:
+            outcome = Outcome(kind, reason, result=response)
+        else:
+            outcome = Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1])
+        attempt.classify_result(outcome)
         return outcome
 
 
