@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import sys
 import typing
+from importlib import metadata as _metadata
 
 # --- base: exceptions, events
 from ._events import GLOBAL_EVENTS as GLOBAL_EVENTS
@@ -124,7 +125,10 @@ from ._engine._retrier import SyncAttempts as SyncAttempts
 # isort: split
 from ._stats import statistics_to_dict as statistics_to_dict
 
-__version__ = "0.1.0.dev0"
+try:
+    __version__ = _metadata.version("asyncretry")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AWS_THROTTLING_CODES",

@@ -20,12 +20,10 @@ Every rule (classification, the quota, the delay, giving up, whether it may be r
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-import anyio
 import httpx
 
 from .. import (
@@ -42,12 +40,12 @@ from .. import (
     RetryPolicy,
 )
 from .._validate import check_bool, check_seconds
-from ._body import decode_bounded
-from ._classify import HttpClassifier, PrefixedStream, Replay, body_replay, error_code_of_response, headers_read
+from ._classify import HttpClassifier, Replay, body_replay, error_code_of_response, headers_read
 from ._errors import as_httpx_error
+from ._peek import peek_async, peek_sync
 from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
 from ._retry_after import server_delay
-from ._streams import Remaining, Stalled, discard
+from ._streams import discard
 
 __all__ = [
     "EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "describe", "retry_info", "scope_by_origin",
@@ -232,14 +230,6 @@ class _Base:
         content = response.content
         return content if len(content) <= self.classifier.max_error_body else None
 
-    def _peeked(self, response: httpx.Response, raw: bytes, rest: Any) -> tuple[httpx.Response, bytes | None]:
-        """The response with the bytes read from it put back in front of its stream, and the body decoded
-        (``max_error_body`` bounds the decoded bytes too: a compressed bomb is not inflated)."""
-        response.stream = PrefixedStream(raw, rest)
-        if rest is not None:
-            return response, None
-        return response, decode_bounded(response.headers, raw, self.classifier.max_error_body)
-
     def _judge(
         self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]
     ) -> Outcome:
@@ -363,12 +353,14 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                     break
         except BaseException as error:
             await discard(response)
-            if isinstance(error, AsyncRetryError):
-                raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
-            raise
-        assert response is not None
-        response.extensions[EXTENSION] = RetryInfo(attempts)
-        return response
+            if not isinstance(error, AsyncRetryError):
+                raise
+            refused = as_httpx_error(error, request)
+        else:
+            assert response is not None
+            response.extensions[EXTENSION] = RetryInfo(attempts)
+            return response
+        raise refused  # also an httpx.HTTPError; raised here, outside the handler of the original
 
     async def _hedged(
         self, request: httpx.Request, plan: _Plan, attempts: Attempts, config: HedgingConfig
@@ -379,9 +371,11 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                 config, lambda attempt: self._send(attempt, request, plan, attempts), discard
             )
         except AsyncRetryError as error:
-            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
-        response.extensions[EXTENSION] = RetryInfo(attempts)
-        return response
+            refused = as_httpx_error(error, request)
+        else:
+            response.extensions[EXTENSION] = RetryInfo(attempts)
+            return response
+        raise refused
 
     async def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts) -> httpx.Response:
         """One attempt: send, judge the response (marking the attempt), classify any error, re-raise it."""
@@ -413,42 +407,11 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
 
     async def _peek_body(self, response: httpx.Response, attempts: Attempts) -> tuple[httpx.Response, bytes | None]:
         """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout``, kept for the caller."""
-        limit = self.classifier.max_error_body
         budget = self.error_body_timeout
         remaining = attempts.remaining(self.retrier.clock.now())
         if remaining is not None:
             budget = min(budget, remaining / 2)  # never past the deadline: leave time to judge and answer
-        chunks: list[bytes] = []
-        size = 0
-        stream = response.stream
-        iterator = stream.__aiter__()  # type: ignore[union-attr]
-        finished = True
-        stalled = False
-        try:
-            with anyio.move_on_after(budget) as waited:
-                async for chunk in iterator:
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size > limit:
-                        finished = False
-                        break
-            stalled = waited.cancelled_caught
-        except httpx.ReadTimeout:
-            stalled = True  # httpx's own read timeout came first: the same as running out of budget
-        except Exception:
-            await response.aclose()
-            raise
-        raw = b"".join(chunks)
-        if stalled:
-            # The body did not come in time: judge the response by its status and headers; whoever reads
-            # its body later gets what came, then an httpx.ReadTimeout (never a silently short body).
-            response.stream = PrefixedStream(raw, Stalled(stream, budget))
-            return response, None
-        if finished:
-            # Read to the end, the stream still holds its connection until it is closed: close it now,
-            # the caller gets the bytes from memory (the response itself stays open for the caller).
-            await stream.aclose()  # type: ignore[union-attr]
-        return self._peeked(response, raw, None if finished else Remaining(iterator, stream))
+        return await peek_async(response, self.classifier.max_error_body, budget)
 
     @property
     def inner(self) -> httpx.AsyncBaseTransport:
@@ -529,12 +492,14 @@ class RetryTransport(_Base, httpx.BaseTransport):
         except BaseException as error:
             if response is not None:
                 response.close()
-            if isinstance(error, AsyncRetryError):
-                raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
-            raise
-        assert response is not None
-        response.extensions[EXTENSION] = RetryInfo(attempts)
-        return response
+            if not isinstance(error, AsyncRetryError):
+                raise
+            refused = as_httpx_error(error, request)
+        else:
+            assert response is not None
+            response.extensions[EXTENSION] = RetryInfo(attempts)
+            return response
+        raise refused
 
     def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan) -> httpx.Response:
         response = None
@@ -562,30 +527,8 @@ class RetryTransport(_Base, httpx.BaseTransport):
         return response
 
     def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
-        limit = self.classifier.max_error_body
-        chunks: list[bytes] = []
-        size = 0
-        stream = response.stream
-        iterator = iter(cast(Iterable[bytes], stream))
-        finished = True
-        try:
-            for chunk in iterator:
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    finished = False
-                    break
-        except httpx.ReadTimeout:
-            # A blocking read cannot be given a budget of its own: httpx's read timeout is the budget.
-            # As in the async transport, the response is then judged by its status and headers.
-            response.stream = PrefixedStream(b"".join(chunks), Stalled(stream, math.nan))
-            return response, None
-        except Exception:
-            response.close()
-            raise
-        if finished:
-            stream.close()  # type: ignore[union-attr]  # as in the async transport: release the connection now
-        return self._peeked(response, b"".join(chunks), None if finished else Remaining(iterator, stream))
+        """As the async transport's, within httpx's own read timeout (a blocking read has no budget of its own)."""
+        return peek_sync(response, self.classifier.max_error_body)
 
     @property
     def inner(self) -> httpx.BaseTransport:
