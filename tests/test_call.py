@@ -60,7 +60,7 @@ class Case:
     quota: bool = False
     budget: bool = False
     now: float = 0.0
-    inputs: dict[str, Any] = field(default_factory=dict)  # outer, draw, breaker_wait
+    inputs: dict[str, Any] = field(default_factory=dict)  # outer (a function), draw, breaker_wait
     refund: int = 0
 
 
@@ -83,7 +83,7 @@ CASES = [
     Case("an AWS hint is clamped to the backoff", NO_QUOTA,
          Outcome(T.TRANSIENT, "HTTP 503", server_delay=0.1, server_delay_is_hint=True), Step.RETRY, delay=0.5),
     Case("the call's deadline", NO_QUOTA.replace(deadline=0.4), FAIL, Step.GIVE_UP, gave_up="deadline"),
-    Case("the caller's deadline", NO_QUOTA, FAIL, Step.GIVE_UP, gave_up="deadline", inputs={"outer": 0.5}),
+    Case("the caller's deadline", NO_QUOTA, FAIL, Step.GIVE_UP, gave_up="deadline", inputs={"outer": lambda: 0.5}),
     Case("a server delay past the deadline", NO_QUOTA.replace(deadline=2.0),
          Outcome(T.TRANSIENT, "HTTP 503", server_delay=5.0), Step.GIVE_UP, gave_up="server_delay"),
     Case("the breaker would still refuse", NO_QUOTA, FAIL, Step.GIVE_UP, gave_up="breaker",
@@ -96,7 +96,7 @@ CASES = [
     Case("the quota refuses", RetryPolicy(backoff=FixedBackoff(0.5)), FAIL, Step.PAY, due=5, quota=True,
          paid="quota", after_pay=Step.GIVE_UP, gave_up="quota"),
     Case("paid, then the deadline", RetryPolicy(backoff=FixedBackoff(0.5)), FAIL, Step.PAY, due=5, quota=True,
-         paid=None, after_pay=Step.GIVE_UP, gave_up="deadline", inputs={"outer": 0.1}),
+         paid=None, after_pay=Step.GIVE_UP, gave_up="deadline", inputs={"outer": lambda: 0.1}),
     Case("the budget's place", NO_QUOTA.replace(budget=RetryBudgetConfig()), FAIL, Step.PAY, due=0, budget=True,
          paid=None, after_pay=Step.RETRY, delay=0.5),
     Case("the budget refuses", NO_QUOTA.replace(budget=RetryBudgetConfig()), FAIL, Step.PAY, due=0, budget=True,

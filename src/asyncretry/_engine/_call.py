@@ -35,7 +35,7 @@ from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from ._classify import Outcome
-from ._history import AttemptRecord, RetryHistory, attach_history
+from ._history import AttemptRecord, RetryHistory, attach_history, hedged_records
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
 from ._testmode import current_test_mode
@@ -66,6 +66,9 @@ DONE, GIVE_UP, PAY, RETRY = Step.DONE, Step.GIVE_UP, Step.PAY, Step.RETRY
 Judge = Callable[[Outcome], Outcome]
 """An integration's last word on a failed attempt's outcome (the httpx transports turn a retryable
 outcome of a request that cannot be sent again into a final one)."""
+
+Deadline = Callable[[], "float | None"]
+"""Gives the seconds the caller's own deadline leaves (``None``: it has none): an input of the core's decisions."""
 
 Label = Callable[[], str]
 """What a call is (``"GET https://host/path"``), worked out only when a log line or a span needs it."""
@@ -246,14 +249,15 @@ class Call:
     # ------------------------------------------------------------------------- after an attempt
     def settle(
         self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float, *,
-        outer: float | None = None, draw: float = 0.0, breaker_wait: float = 0.0,
+        outer: Deadline | None = None, draw: float = 0.0, breaker_wait: float = 0.0,
     ) -> Step:
         """Record how attempt ``number`` (begun at ``started``) ended at ``now``, and decide (SPEC 1.1).
 
-        Every input is an argument: besides the outcome and the time, for a failure, ``outer`` (the
-        seconds the caller's own deadline leaves, ``None`` without one), ``draw`` (the random draw in
-        ``[0, 1)`` for the backoff's jitter) and ``breaker_wait`` (the breaker's answer: seconds until it
-        would admit an attempt, 0 without a breaker). Asking changes nothing.
+        Every input is an argument: besides the outcome and the time, for a failure, ``outer`` (gives the
+        seconds the caller's own deadline leaves, ``None`` without one; asked only when a delay or a
+        deadline makes it matter: finding it out costs the driver a look at its cancel scopes), ``draw``
+        (the random draw in ``[0, 1)`` for the backoff's jitter) and ``breaker_wait`` (the breaker's
+        answer: seconds until it would admit an attempt, 0 without a breaker). Asking changes nothing.
 
         Returns:
             DONE, GIVE_UP, PAY (take :attr:`due` from the quota, then :meth:`paid`) or RETRY (sleep
@@ -313,7 +317,7 @@ class Call:
         return self._give_up(outcome, error, "backend", now)
 
     def paid(
-        self, refused: str | None, now: float, *, outer: float | None = None, breaker_wait: float = 0.0
+        self, refused: str | None, now: float, *, outer: Deadline | None = None, breaker_wait: float = 0.0
     ) -> Step:
         """The driver took what the retry costs (``refused`` is ``None``), or ``"quota"`` or ``"budget"``
         refused it (nothing taken): RETRY or GIVE_UP (the call ends with the attempt's own outcome)."""
@@ -324,7 +328,7 @@ class Call:
         if refused is not None:
             if refused == "quota" and self.policy.long_polling:
                 # The SDKs' long-polling rule: back off before returning the error (never past a deadline).
-                remaining = self.left(now, outer)
+                remaining = self.left(now, outer() if outer is not None else None)
                 self.linger = self.delay if remaining is None else min(self.delay, remaining)
             return self._give_up(outcome, error, refused, now)
         self.retry_paid = True
@@ -337,14 +341,16 @@ class Call:
             self.dropped = cost  # the retry it paid for will not happen: its tokens and budget place go back
         return step
 
-    def _checked(self, now: float, outer: float | None, breaker_wait: float) -> Step:
+    def _checked(self, now: float, outer: Deadline | None, breaker_wait: float) -> Step:
         """RETRY after :attr:`delay` (scheduled: recorded, announced), unless a deadline or the breaker would
         leave the retry no chance."""
         outcome = self.outcome
         assert outcome is not None
         error = self.last_error if isinstance(self.last_error, Exception) else None
         delay = self.delay
-        remaining = self.left(now, outer) if delay > 0.0 or self.deadline_at != math.inf else None
+        remaining = None
+        if delay > 0.0 or self.deadline_at != math.inf:
+            remaining = self.left(now, outer() if outer is not None else None)
         if remaining is not None and delay >= remaining:
             # A sleep that ends at the deadline leaves no time for the attempt it was for.
             return self._give_up(outcome, error, "server_delay" if self._server_directed else "deadline", now)
@@ -492,7 +498,7 @@ class Call:
             reason = self.outcome.reason if self.outcome is not None else "ok"
             rows.append((number, started, ended - started, OutcomeKind.SUCCESS, reason, None))
         if self._hedges or self._overlapped:
-            records = _hedged_records(rows, delays, self._hedges, self._overlapped)
+            records = hedged_records(rows, delays, self._hedges, self._overlapped)
             ended = max((r.started + r.duration for r in records), default=self.retrier.clock.now())
         else:
             records = tuple(
@@ -521,26 +527,6 @@ class Call:
     def retrying(self) -> bool:
         """True after an attempt failed and another will follow (the driver has not begun it yet)."""
         return not self.done and self.number > 0 and not self.in_attempt
-
-
-def _hedged_records(
-    rows: list[tuple[int, float, float, OutcomeKind, str, str | None]], delays: tuple[float, ...] | list[float],
-    hedges: tuple[()] | set[int], overlapped: tuple[()] | set[int],
-) -> tuple[AttemptRecord, ...]:
-    """A hedged call's records, by attempt number: the delays go to the attempts that ended a round of the
-    call (an attempt that ended while another still ran has none after it)."""
-    records: list[AttemptRecord] = []
-    paced = 0
-    for n, s, d, k, r, e in rows:
-        delay = None
-        if n not in overlapped:
-            delay = delays[paced] if paced < len(delays) else None
-            paced += 1
-        records.append(AttemptRecord(
-            number=n, started=s, duration=d, kind=k, reason=r, delay_after=delay, error=e, hedge=n in hedges,
-        ))
-    records.sort(key=lambda record: record.number)
-    return tuple(records)
 
 
 def open_call(retrier: Retrier, scope: Scope, now: float) -> None:

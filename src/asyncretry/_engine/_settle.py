@@ -52,14 +52,13 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
         step = call.settle(attempt.number, attempt._started, outcome, error, now)
     else:
         # What a failure's decision needs, asked once (asking changes nothing).
-        outer = caller_deadline()
         wait = scope.breaker_wait() if scope.breaker is not None else 0.0
         step = call.settle(
             attempt.number, attempt._started, outcome, error, now,
-            outer=outer, draw=call.retrier._rng(), breaker_wait=wait,
+            outer=caller_deadline, draw=call.retrier._rng(), breaker_wait=wait,
         )
         if step is PAY:
-            step = call.paid(scope.pay(call.due), now, outer=outer, breaker_wait=wait)
+            step = call.paid(scope.pay(call.due), now, outer=caller_deadline, breaker_wait=wait)
             if call.dropped is not None:  # paid, then refused after all: its tokens and budget place go back
                 scope.cancel_retry(call.take_dropped())  # type: ignore[arg-type]
     refund = call.refund_due
@@ -82,14 +81,14 @@ async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None,
         if outcome.kind is _SUCCESS:
             step = call.settle(attempt.number, attempt._started, outcome, error, now)
         else:
-            outer, wait = caller_deadline(), scope.breaker_wait()
+            wait = scope.breaker_wait()
             step = call.settle(
                 attempt.number, attempt._started, outcome, error, now,
-                outer=outer, draw=call.retrier._rng(), breaker_wait=wait,
+                outer=caller_deadline, draw=call.retrier._rng(), breaker_wait=wait,
             )
         if step is PAY:
             refused = await scope.pay_remote(call.due)
-            step = call.paid(refused, now, outer=outer, breaker_wait=wait)
+            step = call.paid(refused, now, outer=caller_deadline, breaker_wait=wait)
             dropped = call.take_dropped()
             if dropped is not None:
                 await scope.cancel_retry_remote(dropped)
