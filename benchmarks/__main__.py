@@ -26,6 +26,7 @@ BENCHMARKS = (
     ("bench_scopes", "a new scope key at 1,000 / 10,000 / 50,000 live scopes (issue 15)"),
     ("bench_sync", "the synchronous decorator vs tenacity's and stamina's (issue 16)"),
     ("bench_e2e", "end to end through httpx.AsyncClient to a local uvicorn server (issue 14)"),
+    ("trace_hops", "the asyncretry calls a 503, 503, 200 runs through AsyncRetryTransport"),
     ("bench_hedging", "hedged requests against a slow tail: p50/p99 and extra requests (issue 18)"),
     ("bench_redis", "Redis token bucket vs the in-process bucket (issue 6)"),
     ("bench_redis_fleet", "4 processes share the default adaptive profile through Redis (issue 17)"),

@@ -83,6 +83,7 @@ async def trace(statuses: tuple[int, ...]) -> Tracer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", action="store_true", help="also list the calls per module")
+    parser.add_argument("--quick", action="store_true", help="accepted for the runner; the trace is always exact")
     args = parser.parse_args()
     for statuses in ((503, 503, 200), (200,)):
         tracer = asyncio.run(trace(statuses))
