@@ -61,6 +61,17 @@ def _retryable(policy: RetryPolicy) -> RetryPolicy:
     return policy.replace(classifier=Classifier(retry_if=lambda e: isinstance(e, Down) or None))
 
 
+def _failing(raised: list[BaseException]) -> Any:
+    """An operation that always fails with a fresh ``Down``, kept in ``raised``."""
+
+    async def down() -> None:
+        await anyio.lowlevel.checkpoint()
+        raised.append(Down("503"))
+        raise raised[-1]
+
+    return down
+
+
 def _check_real(error: BaseException, raised: list[BaseException], why: str) -> None:
     assert error is raised[-1]  # the attempt's own exception object, not a wrapper
     history = history_of(error)
@@ -76,12 +87,7 @@ async def test_the_engine_ends_with_the_real_error_whatever_stopped_it(why: str,
     """Retrier.call raises the last attempt's own exception, history attached, for every reason to stop."""
     retrier = Retrier(_retryable(policy), clock=VirtualClock())
     raised: list[BaseException] = []
-
-    async def down() -> None:
-        await anyio.lowlevel.checkpoint()
-        raised.append(Down("503"))
-        raise raised[-1]
-
+    down = _failing(raised)
     with pytest.raises(Down) as caught:
         await retrier.call(down)
     _check_real(caught.value, raised, why)
@@ -149,12 +155,7 @@ async def test_a_rate_limit_that_refuses_a_retry_ends_with_the_real_error() -> N
     policy = _retryable(RetryPolicy(quota=False, backoff=NoBackoff(), rate_limit=0.01, deadline=10.0))
     retrier = Retrier(policy, clock=VirtualClock())
     raised: list[BaseException] = []
-
-    async def down() -> None:
-        await anyio.lowlevel.checkpoint()
-        raised.append(Down("503"))
-        raise raised[-1]
-
+    down = _failing(raised)
     with pytest.raises(Down) as caught:
         await retrier.call(down)
     _check_real(caught.value, raised, "rate_limit")
@@ -169,11 +170,7 @@ async def test_a_rate_limit_that_refuses_a_retry_ends_with_the_real_error() -> N
 async def test_only_a_call_refused_before_its_first_attempt_raises_the_refusal() -> None:
     """An open breaker refuses the next call before any attempt: CircuitOpenError, with an empty history."""
     retrier = Retrier(_retryable(STOPS[2][1]), clock=VirtualClock())
-
-    async def down() -> None:
-        await anyio.lowlevel.checkpoint()
-        raise Down("503")
-
+    down = _failing([])
     with pytest.raises(Down):
         await retrier.call(down)
     with pytest.raises(CircuitOpenError) as caught:
