@@ -176,7 +176,7 @@ class Attempts(Call):
         except (RetryCapacityExceeded, BackendUnavailable) as error:
             self.wait_cost = 0
             self.refuse(error, "quota" if isinstance(error, RetryCapacityExceeded) else "backend",
-                                      self.retrier.clock.now())
+                        self.retrier.clock.now())
             raise
         self.waited_for_quota()
 
