@@ -182,6 +182,20 @@ def test_asking_the_breaker_moves_no_state() -> None:
     assert [e.new_state for e in changes] == ["open", "half_open"]
 
 
+def test_the_core_runs_no_listener_it_hands_its_events_to_the_driver() -> None:
+    """A decision's events wait in the call until the driver takes them: no listener runs inside the core."""
+    case = Case("", NO_QUOTA.replace(max_attempts=1), FAIL, Step.GIVE_UP)
+    call = make(case)
+    heard: list[object] = []
+    call.retrier.subscribe(heard.append)
+    assert call.settle(1, 0.0, FAIL, None, 1.0) is Step.GIVE_UP
+    assert heard == []
+    events = call.take_events()
+    assert events is not None
+    assert [type(event).__name__ for event in events] == ["AttemptFinished", "GaveUp"]
+    assert call.take_events() is None
+
+
 def test_the_core_imports_no_anyio_and_reads_no_hidden_input() -> None:
     """The core module imports no anyio and calls no random source or ambient deadline of its own."""
     tree = ast.parse(inspect.getsource(core))

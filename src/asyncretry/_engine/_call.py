@@ -29,7 +29,7 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from .._events import AttemptFinished, EventBus, GaveUp, RetryScheduled, Throttled
+from .._events import AttemptFinished, Event, EventBus, GaveUp, RetryScheduled, Throttled
 from .._exceptions import RetriesExhausted
 from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
@@ -104,6 +104,7 @@ class Call:
     probe = 0  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
     last_error: Exception | None = None
     ending: Exception | None = None  # refused: what the call ends with (see refuse)
+    outbox: list[Event] | None = None  # events decided, for the driver to deliver afterwards (take_events)
     last_timeout = 0.0
     hook: GiveUpInfo | None = None  # on_give_up, for the driver to run
     _cost: int | None = None  # the last retry's cost, refunded by a success (SPEC 1.1)
@@ -156,6 +157,20 @@ class Call:
         else:
             open_call(retrier, scope, now)
 
+    # ---------------------------------------------------------------------------------- events
+    def post(self, event: Event) -> None:
+        """Keep an event the decision made, for the driver to deliver once the decision is taken (the core
+        runs no listener: they are user code)."""
+        if self.outbox is None:
+            self.outbox = [event]
+        else:
+            self.outbox.append(event)
+
+    def take_events(self) -> list[Event] | None:
+        """The events decided since the last call, for the driver to deliver (``None``: none)."""
+        events, self.outbox = self.outbox, None
+        return events
+
     # ------------------------------------------------------------------------ before an attempt
     def begin(self, delay: float, probe: int) -> int:
         """Begin the next attempt (the driver waited and was admitted); returns its number."""
@@ -192,7 +207,7 @@ class Call:
         """A hedged call's attempt failed while another of its attempts still runs: record it, decide nothing
         (the attempt still running may yet answer)."""
         kind = outcome.kind
-        attempt_failed(self.retrier, self.scope, number, started, now, outcome, self.label)
+        attempt_failed(self.retrier.events, self.post, self.scope, number, started, now, outcome, self.label)
         if error is not None:
             self.last_error = error
         self._overlap(number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
@@ -275,7 +290,7 @@ class Call:
             if self.last_error is not None:
                 self.last_error = None  # see forget_errors
             self.refund_due = succeeded(
-                retrier, self.scope, number, started, now, self._cost, self.label, outcome.reason
+                retrier, self.post, self.scope, number, started, now, self._cost, self.label, outcome.reason
             )
             return DONE
         self.record_failure(number, started, outcome, error, now)
@@ -301,7 +316,7 @@ class Call:
         """Record a failed attempt (its events and its row in the history), deciding nothing."""
         self.in_attempt = False
         self.outcome = outcome
-        attempt_failed(self.retrier, self.scope, number, started, now, outcome, self.label)
+        attempt_failed(self.retrier.events, self.post, self.scope, number, started, now, outcome, self.label)
         self.last_error = error  # what the call ends with if it stops now (None: the result)
         row = (number, started, now - started, outcome.kind, outcome.reason, None if error is None else repr(error))
         if self._records:
@@ -363,7 +378,7 @@ class Call:
             self._delays = [delay]
         events = self.retrier.events
         if events.wants(RetryScheduled):
-            events.emit(RetryScheduled(
+            self.post(RetryScheduled(
                 time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
                 reason=outcome.reason, server_directed=self._server_directed, target=self.target(),
             ))
@@ -445,7 +460,7 @@ class Call:
             last = self.outcome
             # `reason` is a classification (metrics group by it): the last attempt's, or the
             # refusal's class name; a refusal's message (token counts ...) would be unbounded.
-            events.emit(GaveUp(
+            self.post(GaveUp(
                 time=now, source=self.scope.key, attempts=self.number, why=why,
                 outcome=last.kind.value if last else "none",
                 reason=last.reason if last else type(error).__name__,
@@ -539,8 +554,8 @@ def open_call(retrier: Retrier, scope: Scope, now: float) -> None:
 
 
 def succeeded(
-    retrier: Retrier, scope: Scope, number: int, started: float, now: float, cost: int | None,
-    label: Label | None, reason: str = "ok",
+    retrier: Retrier, post: Callable[[Event], None], scope: Scope, number: int, started: float, now: float,
+    cost: int | None, label: Label | None, reason: str = "ok",
 ) -> int:
     """What an attempt's success decides, the one place (SPEC 1.1): the call is counted a success, and
     the quota gets back the last retry's cost, or the success increment when no retry was paid.
@@ -550,31 +565,30 @@ def succeeded(
         hear of the success through :meth:`Scope.report`).
     """
     retrier._successes += 1
-    events = retrier.events
-    if events.wants(AttemptFinished):
-        _emit_finished(events, scope, number, started, now, _SUCCESS, reason, label)
+    if retrier.events.wants(AttemptFinished):
+        post(_finished(scope, number, started, now, _SUCCESS, reason, label))
     return cost if cost is not None else scope.success_increment
 
 
 def attempt_failed(
-    retrier: Retrier, scope: Scope, number: int, started: float, now: float, outcome: Outcome, label: Label | None
+    events: EventBus, post: Callable[[Event], None], scope: Scope, number: int, started: float, now: float,
+    outcome: Outcome, label: Label | None,
 ) -> None:
-    """The events of an attempt that failed (a throttle, when no limiter reports its own; the attempt's end)."""
-    events = retrier.events
+    """The events of an attempt that failed (a throttle, when no limiter reports its own; the attempt's end),
+    handed to ``post`` (``events`` is only asked who listens)."""
     if outcome.kind is _THROTTLING and scope.limiter is None and events.wants(Throttled):
-        events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
+        post(Throttled(time=now, source=scope.key, reason=outcome.reason))
     if events.wants(AttemptFinished):
-        _emit_finished(events, scope, number, started, now, outcome.kind, outcome.reason, label)
+        post(_finished(scope, number, started, now, outcome.kind, outcome.reason, label))
 
 
-def _emit_finished(
-    events: EventBus, scope: Scope, number: int, started: float, now: float, kind: OutcomeKind, reason: str,
-    label: Label | None,
-) -> None:
-    events.emit(AttemptFinished(
+def _finished(
+    scope: Scope, number: int, started: float, now: float, kind: OutcomeKind, reason: str, label: Label | None,
+) -> AttemptFinished:
+    return AttemptFinished(
         time=now, source=scope.key, attempt=number, outcome=kind.value, reason=reason,
         duration=now - started, target=label() if label is not None else None,
-    ))
+    )
 
 
 def _seconds(value: Any) -> float:

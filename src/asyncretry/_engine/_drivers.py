@@ -37,7 +37,7 @@ from ._call import DONE, RETRY, Call, Judge, Label, Step
 from ._hedged import Discard, Send, run_hedged
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
-from ._settle import remaining, settle_locally, settle_remotely
+from ._settle import deliver, remaining, settle_locally, settle_remotely
 
 if TYPE_CHECKING:
     from ._hedging import HedgingConfig
@@ -160,7 +160,8 @@ class Attempts(Call):
             ending, self.ending = self.ending, None
         else:
             return _new_attempt(self, delay, probe)
-        # Refused: the on_give_up hook runs, then the call ends with its last real outcome.
+        # Refused: its event, the on_give_up hook, then the call ends with its last real outcome.
+        deliver(self)
         await self._finish()
         _end_with(ending)
         return None
@@ -357,6 +358,7 @@ class SyncAttempts(Call):
             ending, self.ending = self.ending, None
         else:
             return _new_attempt(self, delay, probe)
+        deliver(self)
         self._finish()
         _end_with(ending)
         return None

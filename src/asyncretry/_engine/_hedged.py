@@ -36,7 +36,7 @@ from .._primitives._kinds import OutcomeKind
 from ._attempt import NOT_SET, Attempt
 from ._call import DONE, RETRY, Step
 from ._hedging import HedgeState, HedgingConfig, hedge_state
-from ._settle import settle_locally, settle_remotely
+from ._settle import deliver, settle_locally, settle_remotely
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -169,6 +169,7 @@ class _Race(Generic[T]):
                 return
             await self._report(attempt, outcome.kind, outcome.reason, now)
             call.overlapped(attempt.number, attempt._started, outcome, error, now)
+            deliver(call)
             await _drop(self.discard, value)
 
     def _wait(self, at: float, hedges: int) -> float | None:

@@ -21,7 +21,7 @@ from ._call import PAY, Call, Step
 if TYPE_CHECKING:
     from ._attempt import Attempt
 
-__all__ = ["caller_deadline", "remaining", "settle_locally", "settle_remotely"]
+__all__ = ["caller_deadline", "deliver", "remaining", "settle_locally", "settle_remotely"]
 
 _SUCCESS = OutcomeKind.SUCCESS
 
@@ -40,6 +40,15 @@ def caller_deadline() -> float | None:
 def remaining(call: Call, now: float) -> float | None:
     """Seconds left at ``now`` before the call's deadline or the caller's own; ``None`` if unbounded."""
     return call.left(now, caller_deadline())
+
+
+def deliver(call: Call) -> None:
+    """Emit the events the core decided: the listeners (user code) run here, after the decision."""
+    events = call.take_events()
+    if events is not None:
+        bus = call.retrier.events
+        for event in events:
+            bus.emit(event)
 
 
 def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
@@ -65,6 +74,8 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
     if refund:
         call.refund_due = 0
         scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope: a RetryQuota; never None with a refund
+    if call.outbox is not None:
+        deliver(call)
     return step
 
 
@@ -101,5 +112,6 @@ async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None,
                 call.take_refund()
             else:
                 call.record_failure(attempt.number, attempt._started, outcome, error, now)
-        return call.unreachable(outcome, error, now)
+        step = call.unreachable(outcome, error, now)
+    deliver(call)
     return step
