@@ -155,13 +155,10 @@ class Attempts(Call):
             probe = await self._admit(scope)
         except BaseException as error:
             await self._refund_retry()
-            if not (isinstance(error, Exception) and self.gave_up is not None):
-                raise
-            ending, self.ending = self.ending, None
+            ending = _ending_of(self, error)
         else:
             return _new_attempt(self, delay, probe)
-        # Refused: its event, the on_give_up hook, then the call ends with its last real outcome.
-        deliver(self)
+        # Refused: the on_give_up hook, then the call ends with its last real outcome.
         await self._finish()
         _end_with(ending)
         return None
@@ -290,6 +287,16 @@ class Attempts(Call):
         self.forget_errors()
 
 
+def _ending_of(call: Call, error: BaseException) -> Exception | None:
+    """What a call refused its next attempt ends with (its refusal's event delivered); anything else that
+    stopped the wait (a cancellation, a bug) is raised again."""
+    if not (isinstance(error, Exception) and call.gave_up is not None):
+        raise error
+    ending, call.ending = call.ending, None
+    deliver(call)
+    return ending
+
+
 def _end_with(ending: Exception | None) -> None:
     """End a call that was refused its next attempt: raise what it ends with (the refusal when no attempt
     was made, else the last attempt's own error), or return when its last attempt ended with a result.
@@ -353,12 +360,9 @@ class SyncAttempts(Call):
             if cost is not None:
                 with self._lock:
                     scope.cancel_retry(cost)
-            if not (isinstance(error, Exception) and self.gave_up is not None):
-                raise
-            ending, self.ending = self.ending, None
+            ending = _ending_of(self, error)
         else:
             return _new_attempt(self, delay, probe)
-        deliver(self)
         self._finish()
         _end_with(ending)
         return None

@@ -38,6 +38,7 @@ from .. import (
     Retrier,
     RetrierStatistics,
     RetryPolicy,
+    SyncAttempts,
 )
 from .._validate import check_bool, check_seconds
 from ._classify import HttpClassifier, Replay, body_replay, error_code_of_response, headers_read
@@ -249,6 +250,21 @@ class _Base:
         return outcome
 
 
+def _answered(response: httpx.Response | None, attempts: Attempts | SyncAttempts) -> httpx.Response:
+    """The response a call ended with, carrying its :class:`RetryInfo`."""
+    assert response is not None
+    response.extensions[EXTENSION] = RetryInfo(attempts)
+    return response
+
+
+def _refused(error: BaseException, request: httpx.Request) -> AsyncRetryError:
+    """What asyncretry itself refused ``request`` with, as an httpx error too; anything else (the request's
+    own error, a cancellation) is raised again as it is."""
+    if not isinstance(error, AsyncRetryError):
+        raise error
+    return as_httpx_error(error, request)
+
+
 T = TypeVar("T", httpx.AsyncBaseTransport, httpx.BaseTransport)
 
 
@@ -353,13 +369,9 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                     break
         except BaseException as error:
             await discard(response)
-            if not isinstance(error, AsyncRetryError):
-                raise
-            refused = as_httpx_error(error, request)
+            refused = _refused(error, request)
         else:
-            assert response is not None
-            response.extensions[EXTENSION] = RetryInfo(attempts)
-            return response
+            return _answered(response, attempts)
         raise refused  # also an httpx.HTTPError; raised here, outside the handler of the original
 
     async def _hedged(
@@ -373,8 +385,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         except AsyncRetryError as error:
             refused = as_httpx_error(error, request)
         else:
-            response.extensions[EXTENSION] = RetryInfo(attempts)
-            return response
+            return _answered(response, attempts)
         raise refused
 
     async def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan, attempts: Attempts) -> httpx.Response:
@@ -492,13 +503,9 @@ class RetryTransport(_Base, httpx.BaseTransport):
         except BaseException as error:
             if response is not None:
                 response.close()
-            if not isinstance(error, AsyncRetryError):
-                raise
-            refused = as_httpx_error(error, request)
+            refused = _refused(error, request)
         else:
-            assert response is not None
-            response.extensions[EXTENSION] = RetryInfo(attempts)
-            return response
+            return _answered(response, attempts)
         raise refused
 
     def _send(self, attempt: Attempt, request: httpx.Request, plan: _Plan) -> httpx.Response:
