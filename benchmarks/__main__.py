@@ -20,6 +20,7 @@ BENCHMARKS = (
     ("bench_transport", "httpx transport vs httpx-retries and the bare transport"),
     ("bench_aiohttp", "aiohttp middleware vs a bare ClientSession and aiohttp-retry"),
     ("bench_floor", "the work a success must do, piece by piece, against the targets' budgets"),
+    ("trace_hops", "the asyncretry calls a 503, 503, 200 runs through AsyncRetryTransport"),
     ("bench_adaptive_http", "50 clients against a throttling local server"),
     ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter"),
     ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry"),

@@ -24,7 +24,6 @@ from asyncretry import (
     Classifier,
     OutcomeKind,
     Retrier,
-    RetryCapacityExceeded,
     RetryPolicy,
     botocore_classifier,
     history_of,
@@ -343,7 +342,8 @@ async def test_a_boto_error_that_is_not_retried_reaches_the_caller_at_once() -> 
 
 @pytest.mark.anyio
 async def test_an_empty_quota_gives_up_on_boto_connection_errors() -> None:
-    """Each EndpointConnectionError retry costs 5 of 500 tokens: after 100 paid retries the next is refused."""
+    """Each EndpointConnectionError retry costs 5 of 500 tokens: after 100 paid retries the next is refused,
+    and the call ends with the real EndpointConnectionError (why: quota)."""
     retrier = _retrier(RetryPolicy.aws_standard(max_attempts=2), VirtualClock())
 
     async def get_item() -> str:
@@ -356,6 +356,8 @@ async def test_an_empty_quota_gives_up_on_boto_connection_errors() -> None:
     quota = retrier.statistics().scopes[0].quota
     assert quota is not None
     assert quota.available == 0
-    with pytest.raises(RetryCapacityExceeded) as raised:
+    with pytest.raises(boto.EndpointConnectionError) as raised:
         await retrier.call(get_item)
-    assert isinstance(raised.value.__cause__, boto.EndpointConnectionError)
+    history = history_of(raised.value)
+    assert history is not None
+    assert (history.gave_up, len(history.attempts)) == ("quota", 1)

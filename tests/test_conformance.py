@@ -6,18 +6,15 @@ botocore and smithy-rs (each case names its sources). Every case drives the real
 and a scripted operation that answers each attempt with the case's next response. Before each attempt
 the script checks what the previous response should have left behind: the tokens in the retry quota
 and the delays slept so far. After the call the test checks the final quota, every delay, the number of
-attempts and the outcome: the result, the real last error with its history, or
-:class:`~asyncretry.RetryCapacityExceeded` chained to it.
+attempts and the outcome: the result, or the real last error with its history (which says why the
+call stopped: attempts, quota ...).
 
-Each case runs in up to four ways:
+Each case runs in up to three ways:
 
 * ``call``: :meth:`Retrier.call`; failures are raised as exceptions and the policy's classifier judges them;
 * ``attempts``: ``async for attempt in retrier.attempts()``; failures are returned responses marked with
   ``attempt.retry_result(...)`` / ``attempt.fail_result(...)``, the way an HTTP transport reports them. Only
   this way can carry a server-directed delay (``x-amz-retry-after``), so header cases run only here;
-* ``first``: as the httpx transport drives a call, the first attempt begun with
-  :meth:`Retrier.begin_first` before the call has an object (a plain success ends it there,
-  :meth:`FirstAttempt.go_on` continues anything else), then marked like ``attempts``;
 * ``defaults``: like ``call`` but with the profile's own default backoff, quota and costs, for the cases
   whose parameters are the profile defaults, reading the quota from ``retrier.statistics()``.
 """
@@ -40,7 +37,6 @@ from asyncretry import (
     ExponentialBackoff,
     OutcomeKind,
     Retrier,
-    RetryCapacityExceeded,
     RetryPolicy,
     RetryQuota,
     RetryQuotaConfig,
@@ -53,7 +49,7 @@ DATA: dict[str, Any] = json.loads(
 )
 CASES: list[dict[str, Any]] = DATA["cases"]
 TOLERANCE = 1e-9
-_MARKING = ("attempts", "first")  # the ways that mark returned responses instead of raising errors
+_MARKING = ("attempts",)  # the ways that mark returned responses instead of raising errors
 TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
 THROTTLING_STATUS = frozenset({429, 509})
 _ONE_SECOND = {"initial": 1.0, "multiplier": 2.0, "max_delay": 20.0}
@@ -219,19 +215,7 @@ class Harness:
             except Exception as error:
                 return None, error, made
 
-        if self.way == "first":
-            # As the httpx transport drives a call: the first attempt begins before the call has an
-            # object; a plain success ends it there, anything else goes on as a call.
-            first = self.retrier.begin_first()
-            assert first is not None
-            response = await operation()
-            if response_kind(response) is OutcomeKind.SUCCESS:
-                return response, first.succeeded(), made
-            attempts, attempt = first.go_on()
-            async with attempt:
-                _mark(attempt, response)
-        else:
-            attempts = self.retrier.attempts()
+        attempts = self.retrier.attempts()
         async for attempt in attempts:
             async with attempt:
                 response = await operation()
@@ -278,15 +262,11 @@ def _check_outcome(
     history = history_of(error)
     assert history is not None
     assert len(history.attempts) == len(steps)
-    if outcome == "retry_quota_exceeded":
-        assert isinstance(error, RetryCapacityExceeded)
-        assert history.gave_up == "quota"
-        real = error.__cause__
-    else:
-        real = error
-        why = {"max_attempts_exceeded": "max_attempts", "fail_request": "not_retryable"}[outcome]
-        assert history.gave_up == why
-    # The caller gets the real last error, not a wrapper.
+    real = error
+    why = {"max_attempts_exceeded": "max_attempts", "fail_request": "not_retryable",
+           "retry_quota_exceeded": "quota"}[outcome]
+    assert history.gave_up == why
+    # The caller gets the real last error, not a wrapper, whatever stopped the retries.
     if last.get("error") == "timeout":
         assert isinstance(real, TimeoutError)
     else:
@@ -298,7 +278,7 @@ def _ways(case: dict[str, Any]) -> list[str]:
     steps = [s for t in case.get("threads", [case.get("responses", [])]) for s in t]
     server_directed = any("headers" in s["response"] or "server_delay" in s["response"] for s in steps)
     ways = [] if server_directed else ["call"]
-    ways += ["attempts", "first"]
+    ways += ["attempts"]
     if not server_directed and case["engine"]["initial_tokens"] == 500 and _uses_profile_backoff(case):
         ways.append("defaults")
     return ways

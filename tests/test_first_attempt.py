@@ -1,10 +1,11 @@
-"""Retrier.begin_first: a call's first attempt begun before the call has an object, under the same rules.
+"""Retrier.begin_first (deprecated): a call's first attempt begun before the call has an object, under the same rules.
 
-The httpx transport begins most requests this way. Whatever way a call takes (a plain success that
-never makes the call's object, or :meth:`FirstAttempt.go_on` into a full call), it leaves the same
-counters, quota, breaker samples, events and history as the same call through ``retrier.attempts()``;
-and ``begin_first`` declines whenever something could make the first attempt wait or refuse it.
-(The SDK conformance cases also run this way: ``tests/test_conformance.py``, way ``first``.)
+Every call now starts with ``retrier.attempts()``, whose first attempt begins at once when nothing
+could make it wait. The old way stays, with a DeprecationWarning, for code that used it: whatever way
+a call takes (a plain success that never makes the call's object, or :meth:`FirstAttempt.go_on` into a
+full call), it leaves the same counters, quota, breaker samples, events and history as the same call
+through ``retrier.attempts()``; and ``begin_first`` declines whenever something could make the first
+attempt wait or refuse it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import asyncretry
 from asyncretry import (
     AttemptFinished,
     BudgetStatistics,
@@ -21,7 +23,6 @@ from asyncretry import (
     CircuitBreakerConfig,
     Event,
     EventBus,
-    FirstAttempt,
     NoBackoff,
     OutcomeKind,
     Retrier,
@@ -31,9 +32,26 @@ from asyncretry import (
     RetryQuota,
     RetryQuotaConfig,
 )
+from asyncretry._engine._first import FirstAttempt
 from asyncretry.testing import VirtualClock
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:.*begin_first.*:DeprecationWarning")]
+
+
+def test_the_old_ways_in_warn_and_still_work() -> None:
+    """begin_first, asyncretry.FirstAttempt and Attempts.begin_now warn that they are deprecated and still work."""
+    retrier = Retrier(clock=VirtualClock())
+    with pytest.warns(DeprecationWarning, match=r"begin_first\(\) is deprecated"):
+        first = retrier.begin_first()
+    assert first is not None
+    with pytest.warns(DeprecationWarning, match="FirstAttempt is deprecated"):
+        assert asyncretry.FirstAttempt is FirstAttempt
+    assert isinstance(first.succeeded(), FirstAttempt)
+    assert "FirstAttempt" not in asyncretry.__all__
+    with pytest.warns(DeprecationWarning, match=r"begin_now\(\) is deprecated"):
+        attempt = retrier.attempts().begin_now()
+    assert attempt is not None
+    assert attempt.number == 1
 
 
 def retrier_with_spent_quota(clock: VirtualClock, **parts: Any) -> tuple[Retrier, RetryQuota]:

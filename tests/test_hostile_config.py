@@ -51,7 +51,7 @@ HOSTILE: list[Any] = [
 # VirtualTimeEventLoop is an event loop, made by asyncretry.testing.virtual_time_loop(). Instrumentation is
 # made by asyncretry.otel.instrument(), which is driven instead (see FACTORIES).
 NOT_SETTINGS = {
-    "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "FirstAttempt", "GiveUpInfo", "Instrumentation", "Outcome",
+    "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "GiveUpInfo", "Instrumentation", "Outcome",
     "RetryHistory", "RetryInfo", "RetrierStatistics", "ScopeStatistics", "SyncAttempts", "VirtualTimeEventLoop",
 }
 PUBLIC_MODULES = (asyncretry, asyncretry.httpx, asyncretry.redis, asyncretry.otel, asyncretry.testing)

@@ -22,7 +22,6 @@ from asyncretry import (
     NoBackoff,
     OutcomeKind,
     Retrier,
-    RetryCapacityExceeded,
     RetryPolicy,
     RetryQuotaConfig,
     ScopeStatistics,
@@ -403,14 +402,16 @@ async def test_certificate_failures_are_never_retried() -> None:
 
 @pytest.mark.anyio
 async def test_an_empty_quota_stops_retries() -> None:
-    """With the quota spent, a connection error is raised as RetryCapacityExceeded from the real error."""
+    """With the quota spent, a connection error ends the call as itself (why: quota), as a 503 ends it as the 503."""
     policy = RetryPolicy(quota=RetryQuotaConfig(max_capacity=10, timeout_retry_cost=10), max_attempts=5)
     script = Script(httpx.ConnectError("refused"))
     async with retry_client(script, policy=policy) as client:
-        with pytest.raises(RetryCapacityExceeded) as caught:
+        with pytest.raises(httpx.ConnectError) as caught:
             await client.get(URL)
     assert script.count == 3  # two retries took the 10 tokens; the third could not be paid
-    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    history = history_of(caught.value)
+    assert history is not None
+    assert (history.gave_up, len(history.attempts)) == ("quota", 3)
     responses = Script(httpx.Response(503))
     async with retry_client(responses, policy=policy) as client:
         resp = await client.get(URL)
@@ -1236,7 +1237,7 @@ def test_threads_can_share_a_sync_transport() -> None:
     assert quota_left(transport) == 500
 
 
-# ------------------------------------------------------------------- the first attempt, either way
+# ------------------------------------------------------------------------------------ one way in
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "responses", [[httpx.Response(200)], [httpx.Response(503), httpx.Response(200)], [httpx.Response(404)]]
@@ -1244,17 +1245,17 @@ def test_threads_can_share_a_sync_transport() -> None:
 async def test_a_request_without_overrides_leaves_what_the_same_request_through_the_general_way_leaves(
     responses: list[httpx.Response], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Most requests begin with Retrier.begin_first; one with an override (here a scope override naming its
-    own origin) takes the general way. Both leave the same counters, quota, breaker, events and report."""
+    """Every request starts its call with Retrier.attempts, with or without an override (here a scope
+    override naming its own origin): both leave the same counters, quota, breaker, events and report."""
     begun: list[object] = []
-    begin_first = Retrier.begin_first
+    attempts = Retrier.attempts
 
     def spy(self: Retrier, **kwargs: Any) -> object:
-        first = begin_first(self, **kwargs)
-        begun.append(first)
-        return first
+        call = attempts(self, **kwargs)
+        begun.append(call)
+        return call
 
-    monkeypatch.setattr(Retrier, "begin_first", spy)
+    monkeypatch.setattr(Retrier, "attempts", spy)
     results = []
     for extensions in ({}, {EXTENSION: {"scope": "https://api.test:443"}}):
         seen: list[Any] = []
@@ -1281,5 +1282,4 @@ async def test_a_request_without_overrides_leaves_what_the_same_request_through_
     first_way, general_way = results
     assert first_way == general_way
     assert ("AttemptFinished", len(responses), "GET https://api.test/items") in first_way[-1]
-    (only,) = begun  # only the request without overrides began that way, and it did
-    assert only is not None
+    assert len(begun) == 2  # one call each, the same way in

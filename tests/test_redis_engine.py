@@ -13,12 +13,10 @@ import pytest
 
 from asyncretry import (
     AdaptiveLimiterConfig,
-    BackendUnavailable,
     CircuitBreakerConfig,
     CircuitOpenError,
     NoBackoff,
     Retrier,
-    RetryCapacityExceeded,
     RetryPolicy,
     RetryQuotaConfig,
     history_of,
@@ -83,19 +81,22 @@ def quota_of(backend: RedisBackend) -> Callable[[str], Any]:
 
 @pytest.mark.anyio
 async def test_an_outage_spends_one_quota_for_the_fleet(redis_server: RedisServer, prefix: str) -> None:
-    """Ten tokens at 5 a retry: process 0 gets two retries, then process 1 gets none; both see RetryCapacityExceeded."""
+    """Ten tokens at 5 a retry: process 0 gets two retries, then process 1 gets none; both end with the real
+    error, their histories saying the quota stopped them."""
     async with two_processes(redis_server, prefix, quota=quota_of) as (first, second):
         operation, calls = counting(Unavailable("down"))
-        with pytest.raises(RetryCapacityExceeded) as caught:
+        with pytest.raises(Unavailable) as caught:
             await first.call(operation)
         assert len(calls) == 3
-        assert isinstance(caught.value.__cause__, Unavailable)
-        with pytest.raises(RetryCapacityExceeded):
-            await second.call(operation)
-        assert len(calls) == 4  # one attempt, no retry
         history = history_of(caught.value)
         assert history is not None
-        assert len(history.attempts) == 3
+        assert (len(history.attempts), history.gave_up) == (3, "quota")
+        with pytest.raises(Unavailable) as again:
+            await second.call(operation)
+        assert len(calls) == 4  # one attempt, no retry
+        history = history_of(again.value)
+        assert history is not None
+        assert (len(history.attempts), history.gave_up) == (1, "quota")
 
 
 @pytest.mark.anyio
@@ -111,7 +112,7 @@ async def test_successes_refund_the_fleets_quota(redis_server: RedisServer, pref
 
         assert await first.call(flaky) == "ok"
         operation, calls = counting(Unavailable("down"))
-        with pytest.raises(RetryCapacityExceeded):
+        with pytest.raises(Unavailable):
             await second.call(operation)
         assert len(calls) == 3  # the full 10 tokens were back: two retries
 
@@ -176,16 +177,20 @@ async def test_a_throttle_in_one_process_enables_the_fleets_limiter(redis_server
 
 
 @pytest.mark.anyio
-async def test_a_fail_closed_quota_stops_the_call_with_backend_unavailable(closed_port: int) -> None:
-    """No Redis and a fail-closed quota: the retry cannot be paid for, and the call ends in BackendUnavailable."""
+async def test_a_fail_closed_quota_stops_the_call_after_its_attempt(closed_port: int) -> None:
+    """No Redis and a fail-closed quota: the retry cannot be paid for, and the call ends with its real error
+    (why: backend)."""
     async with RedisBackend(f"redis://127.0.0.1:{closed_port}", operation_timeout=0.2) as down:
         retrier = Retrier(
             POLICY, quota=lambda scope: RedisRetryQuota(down, name=scope, on_unavailable="fail_closed")
         )
         operation, calls = counting(Unavailable("down"))
-        with pytest.raises(BackendUnavailable):
+        with pytest.raises(Unavailable) as caught:
             await retrier.call(operation)
         assert len(calls) == 1
+        history = history_of(caught.value)
+        assert history is not None
+        assert history.gave_up == "backend"
 
 
 @pytest.mark.anyio
@@ -194,7 +199,7 @@ async def test_a_fail_open_quota_keeps_retrying_on_a_local_budget(closed_port: i
     async with RedisBackend(f"redis://127.0.0.1:{closed_port}", operation_timeout=0.2) as down:
         retrier = Retrier(POLICY, quota=quota_of(down))
         operation, calls = counting(Unavailable("down"))
-        with pytest.raises(RetryCapacityExceeded):
+        with pytest.raises(Unavailable):
             await retrier.call(operation)
         assert len(calls) == 3
 

@@ -242,7 +242,7 @@ async def test_the_quota_is_checked_before_sleeping() -> None:
     """When the quota cannot pay for a retry the call gives up at once: it never sleeps and then gives up."""
     retrier, clock = make(RetryPolicy(max_attempts=5, quota=small_quota(7)))
     op = Script(ConnectionResetError)
-    with pytest.raises(RetryCapacityExceeded):
+    with pytest.raises(ConnectionResetError):
         await retrier.call(op)
     assert op.calls == 2
     assert clock.sleeps == [0.5]
@@ -668,14 +668,13 @@ async def test_a_server_delay_past_the_deadline_gives_up_at_once() -> None:
 # -- the retry quota runs dry
 
 
-async def test_an_empty_quota_raises_retry_capacity_exceeded_chained_to_the_real_error() -> None:
-    """RetryCapacityExceeded is raised from the last real error, and both carry the history."""
+async def test_an_empty_quota_ends_the_call_with_the_real_error() -> None:
+    """An empty quota ends the call with the last real error itself, its history saying why (quota)."""
     retrier, _ = make(RetryPolicy(max_attempts=5, quota=small_quota(5)))
     op = Script(ConnectionResetError)
-    with pytest.raises(RetryCapacityExceeded) as err:
+    with pytest.raises(ConnectionResetError) as err:
         await retrier.call(op)
-    assert err.value.__cause__ is op.raised[-1]
-    assert (err.value.available, err.value.cost, err.value.name) == (0, 5, "default")
+    assert err.value is op.raised[-1]
     history = history_of(err.value)
     assert history is not None
     assert (len(history.attempts), history.gave_up) == (2, "quota")
@@ -690,24 +689,25 @@ async def test_an_outage_gets_100_retries_from_a_full_quota_then_stops_retrying(
     for _ in range(60):
         try:
             await retrier.call(op)
-        except RetryCapacityExceeded:
-            exceeded += 1
-        except ConnectionResetError:
-            pass
+        except ConnectionResetError as error:
+            history = history_of(error)
+            assert history is not None
+            exceeded += history.gave_up == "quota"
     assert op.calls - 60 == 100  # every call made one first attempt; retries on top
     assert exceeded == 10  # 50 calls used their 2 retries each, the last 10 were refused theirs
     assert available(retrier) == 0
 
 
-async def test_a_retryable_result_with_an_empty_quota_raises_retry_capacity_exceeded() -> None:
-    """call() on results judged retryable raises RetryCapacityExceeded when the quota runs dry."""
+async def test_a_retryable_result_with_an_empty_quota_raises_retries_exhausted() -> None:
+    """call() on results judged retryable raises RetriesExhausted(why='quota') when the quota runs dry."""
     policy = RetryPolicy(
         max_attempts=5, quota=small_quota(5),
         classifier=Classifier(retry_if_result=lambda r: r == "busy"),
     )
     retrier, _ = make(policy)
-    with pytest.raises(RetryCapacityExceeded) as err:
+    with pytest.raises(RetriesExhausted) as err:
         await retrier.call(Script("busy"))
+    assert (err.value.why, err.value.last_result) == ("quota", "busy")
     history = history_of(err.value)
     assert history is not None
     assert history.gave_up == "quota"
@@ -724,13 +724,16 @@ async def test_a_waiting_quota_waits_for_capacity() -> None:
 
 
 async def test_a_waiting_quota_gives_up_when_the_deadline_comes_first() -> None:
-    """A wait for capacity longer than the time left fails with RetryCapacityExceeded from the real error."""
+    """A wait for capacity longer than the time left ends the call with the real error (why: quota)."""
     config = small_quota(5, refill_units_per_second=1, circuit_breaker_mode=False)
     retrier = Retrier(RetryPolicy(max_attempts=3, quota=config, backoff=NoBackoff(), deadline=2))
     op = Script(ConnectionResetError)
-    with pytest.raises(RetryCapacityExceeded) as err:
+    with pytest.raises(ConnectionResetError) as err:
         await retrier.call(op)
-    assert err.value.__cause__ is op.raised[-1]
+    assert err.value is op.raised[-1]
+    history = history_of(err.value)
+    assert history is not None
+    assert history.gave_up == "quota"
     assert op.calls == 2
 
 
@@ -762,20 +765,23 @@ async def test_an_open_breaker_rejects_calls_without_an_attempt() -> None:
     assert breaker.state is BreakerState.OPEN
 
 
-async def test_a_breaker_that_opens_mid_call_is_chained_to_the_real_error() -> None:
-    """A call whose own failures trip the breaker gets CircuitOpenError raised from its last real error."""
+async def test_a_breaker_that_opens_mid_call_ends_it_with_the_real_error() -> None:
+    """A call whose own failures trip the breaker ends with its last real error (why: breaker)."""
     retrier, _ = make(breaker_policy(max_attempts=5))
     op = Script(ConnectionResetError)
-    with pytest.raises(CircuitOpenError) as err:
+    with pytest.raises(ConnectionResetError) as err:
         await retrier.call(op)
     assert op.calls == 2
-    assert err.value.__cause__ is op.raised[-1]
+    assert err.value is op.raised[-1]
+    history = history_of(err.value)
+    assert history is not None
+    assert history.gave_up == "breaker"
 
 
 async def test_a_retry_rejected_by_the_breaker_gives_its_quota_back() -> None:
     """The retry the breaker refused never happened, so the quota it paid for is returned."""
     retrier, _ = make(breaker_policy(max_attempts=5))
-    with pytest.raises(CircuitOpenError):
+    with pytest.raises(ConnectionResetError):
         await retrier.call(Script(ConnectionResetError))
     assert available(retrier) == 495  # the retry that did happen (attempt 2) stays paid
 
@@ -967,7 +973,7 @@ async def test_on_give_up_gets_every_failure_end(style: str) -> None:
         await retrier.call(Script(ValueError))
     await answer(retrier, {"server_delay": 50.0})  # server_delay past the deadline
     quota.try_acquire(quota.available)
-    with pytest.raises(RetryCapacityExceeded):  # quota
+    with pytest.raises(ConnectionResetError):  # quota
         await retrier.call(Script(ConnectionResetError))
     breaker.isolate()
     with pytest.raises(CircuitOpenError):  # breaker
@@ -1073,9 +1079,11 @@ async def test_a_quota_can_be_shared_between_retriers() -> None:
     with pytest.raises(ConnectionResetError):
         await first.call(Script(ConnectionResetError))
     assert quota.available == 0
-    with pytest.raises(RetryCapacityExceeded) as err:
+    with pytest.raises(ConnectionResetError) as err:
         await second.call_in("elsewhere", Script(ConnectionResetError))
-    assert err.value.name == "shared"
+    history = history_of(err.value)
+    assert history is not None
+    assert (history.gave_up, len(history.attempts)) == ("quota", 1)
 
 
 async def test_the_least_recently_used_scope_is_evicted_beyond_max_scopes() -> None:
@@ -1375,8 +1383,8 @@ def test_any_sequence_of_outcomes_follows_spec_1_1(
 
 # ------------------------------------------------------------------- fixes from the design review
 async def test_an_open_breaker_ends_the_call_before_the_sleep_not_after() -> None:
-    """When the failure that trips the breaker is retryable, the call gives up at once with
-    CircuitOpenError chained to it, instead of sleeping and then being refused."""
+    """When the failure that trips the breaker is retryable, the call gives up at once with that
+    failure (why: breaker), instead of sleeping and then being refused."""
     clock = VirtualClock()
     policy = RetryPolicy(
         max_attempts=5, backoff=FixedBackoff(1.0), throttling_backoff=FixedBackoff(1.0),
@@ -1387,10 +1395,9 @@ async def test_an_open_breaker_ends_the_call_before_the_sleep_not_after() -> Non
     async def down() -> None:
         raise ConnectionResetError("down")
 
-    with pytest.raises(CircuitOpenError) as caught:
+    with pytest.raises(ConnectionResetError) as caught:
         await retrier.call(down)
     assert clock.sleeps == []
-    assert isinstance(caught.value.__cause__, ConnectionResetError)
     history = history_of(caught.value)
     assert history is not None
     assert history.gave_up == "breaker"
@@ -1527,8 +1534,8 @@ class _DownBreaker:
 
 
 async def test_remote_state_failing_closed_after_an_attempt_is_a_give_up_with_history_and_hook() -> None:
-    """BackendUnavailable from a remote quota ends the call like any refusal: chained to the real
-    error, with history (gave_up='backend'), a GaveUp event and the on_give_up hook."""
+    """BackendUnavailable from a remote quota ends the call like any refusal after an attempt: with the
+    real error, its history (gave_up='backend'), a GaveUp event and the on_give_up hook."""
     seen: list[GiveUpInfo] = []
     events: list[Event] = []
     retrier = Retrier(RetryPolicy(on_give_up=seen.append), clock=VirtualClock(), quota=_DownQuota())
@@ -1537,9 +1544,8 @@ async def test_remote_state_failing_closed_after_an_attempt_is_a_give_up_with_hi
     async def down() -> None:
         raise ConnectionResetError("down")
 
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(ConnectionResetError) as caught:
         await retrier.call(down)
-    assert isinstance(caught.value.__cause__, ConnectionResetError)
     history = history_of(caught.value)
     assert history is not None
     assert history.gave_up == "backend"

@@ -16,8 +16,6 @@ from asyncretry import (
     Retrier,
     RetryBudget,
     RetryBudgetConfig,
-    RetryBudgetExceeded,
-    RetryCapacityExceeded,
     RetryPolicy,
     history_of,
 )
@@ -40,16 +38,14 @@ def down_sync() -> None:
     raise Down("503")
 
 
-async def test_a_budget_refusal_gives_up_with_retry_budget_exceeded_chained_to_the_error() -> None:
-    """Once the budget's share is spent, a failing call gives up at once: RetryBudgetExceeded (also a
-    RetryCapacityExceeded) from the real error, with history and a GaveUp(why='budget')."""
+async def test_a_budget_refusal_gives_up_with_the_real_error() -> None:
+    """Once the budget's share is spent, a failing call gives up at once with its real error, with
+    history (why: budget) and a GaveUp(why='budget')."""
     events: list[GaveUp] = []
     retrier = Retrier(RetryPolicy(quota=False, budget=TIGHT, backoff=NoBackoff(), max_attempts=3))
     retrier.subscribe(lambda e: events.append(e) if isinstance(e, GaveUp) else None)
-    with pytest.raises(RetryBudgetExceeded) as caught:
+    with pytest.raises(Down) as caught:
         await retrier.call(down)  # the window's one retry (the floor) is spent, the next is refused
-    assert isinstance(caught.value, RetryCapacityExceeded)
-    assert isinstance(caught.value.__cause__, Down)
     history = history_of(caught.value)
     assert history is not None
     assert history.gave_up == "budget"
@@ -80,7 +76,7 @@ async def test_the_outage_bound_holds_through_the_engine() -> None:
 
 
 async def _swallow(retrier: Retrier, fn: Callable[[], Awaitable[None]]) -> None:
-    with contextlib.suppress(Down, RetryCapacityExceeded):
+    with contextlib.suppress(Down):
         await retrier.call(fn)
 
 
@@ -92,8 +88,11 @@ async def test_a_budget_shared_between_retriers_counts_both() -> None:
     second = Retrier(RetryPolicy(quota=False, backoff=NoBackoff(), max_attempts=2), budget=budget, clock=clock)
     with pytest.raises(Down):
         await first.call(down)  # spends the window's only retry
-    with pytest.raises(RetryBudgetExceeded):
+    with pytest.raises(Down) as caught:
         await second.call(down)
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "budget"
     assert budget.statistics().retries == 1
 
 
@@ -174,8 +173,11 @@ def test_the_sync_loop_spends_the_budget_too() -> None:
             with attempt:
                 raise Down("503")
 
-    with pytest.raises(RetryBudgetExceeded):
+    with pytest.raises(Down) as caught:
         fail_twice()
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "budget"
     assert budget.statistics().retries == 1
 
 

@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import sys
 import typing
+from importlib import metadata as _metadata
 
 from ._breaker_state import BreakerState as BreakerState
 
@@ -94,6 +95,9 @@ from ._primitives._breaker import CircuitBreakerConfig as CircuitBreakerConfig
 # isort: split
 from ._engine._botocore import AWS_TRANSIENT_STATUSES as AWS_TRANSIENT_STATUSES
 from ._engine._botocore import botocore_classifier as botocore_classifier
+from ._engine._call import Judge as Judge
+from ._engine._call import Label as Label
+from ._engine._call import Step as Step
 from ._engine._classify import AWS_THROTTLING_CODES as AWS_THROTTLING_CODES
 from ._engine._classify import AWS_TRANSIENT_CODES as AWS_TRANSIENT_CODES
 from ._engine._classify import QLDB_RETRYABLE_CODES as QLDB_RETRYABLE_CODES
@@ -116,7 +120,6 @@ from ._engine._polling import PollStatus as PollStatus
 from ._engine._polling import poll as poll
 from ._engine._retrier import Attempt as Attempt
 from ._engine._retrier import Attempts as Attempts
-from ._engine._retrier import FirstAttempt as FirstAttempt
 from ._engine._retrier import Retrier as Retrier
 from ._engine._retrier import RetrierStatistics as RetrierStatistics
 from ._engine._retrier import ScopeStatistics as ScopeStatistics
@@ -126,7 +129,10 @@ from ._engine._retrier import SyncAttempts as SyncAttempts
 # isort: split
 from ._stats import statistics_to_dict as statistics_to_dict
 
-__version__ = "0.1.0.dev0"
+try:
+    __version__ = _metadata.version("asyncretry")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AWS_THROTTLING_CODES",
@@ -167,7 +173,6 @@ __all__ = [
     "Event",
     "EventBus",
     "ExponentialBackoff",
-    "FirstAttempt",
     "FixedBackoff",
     "GLOBAL_EVENTS",
     "GaveUp",
@@ -175,6 +180,8 @@ __all__ = [
     "HedgeSent",
     "HedgeStatistics",
     "HedgingConfig",
+    "Judge",
+    "Label",
     "LimiterRateChanged",
     "LimiterStatistics",
     "LinearBackoff",
@@ -205,6 +212,7 @@ __all__ = [
     "RetryScheduled",
     "ScopeEvicted",
     "ScopeStatistics",
+    "Step",
     "SyncAttempts",
     "Throttled",
     "botocore_classifier",
@@ -246,3 +254,18 @@ def _name_public_objects() -> None:
 
 _name_public_objects()
 del _name_public_objects
+
+
+def __getattr__(name: str) -> object:
+    # Names kept working for a while, with a warning (they are no longer in __all__).
+    if name == "FirstAttempt":
+        import warnings
+
+        from ._engine._first import FirstAttempt
+
+        warnings.warn(
+            "asyncretry.FirstAttempt is deprecated: start every call with Retrier.attempts()",
+            DeprecationWarning, stacklevel=2,
+        )
+        return FirstAttempt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,11 +1,13 @@
 """The exceptions asyncretry raises itself.
 
-After giving up, the engine re-raises the *real* last error of the operation (a service error, a
-connection error) with the attempt history attached (see :func:`asyncretry.history_of`). The classes
-below are only for what asyncretry decides on the client side::
+A call that made an attempt ends with that attempt's *real* outcome (a service error, a connection
+error, re-raised as itself; or its result), whatever stopped the retries, with the attempt history
+attached (see :func:`asyncretry.history_of`, whose ``gave_up`` says why). The classes below are what
+asyncretry decides on the client side: refusals of a call before its first attempt, and the
+primitives' own answers when used directly::
 
     AsyncRetryError
-    ├── RetryCapacityExceeded   the retry quota is empty: no further attempt was made
+    ├── RetryCapacityExceeded   the retry quota cannot pay (a first-attempt cost, or the quota used directly)
     │   └── RetryBudgetExceeded the retry budget allows no retry right now
     ├── CircuitOpenError        the circuit breaker is open: the call was rejected without an attempt
     ├── RateLimitTimeout        a token bucket or rate limiter would make the call wait too long
@@ -40,10 +42,12 @@ class AsyncRetryError(Exception):
 
 
 class RetryCapacityExceeded(AsyncRetryError):
-    """The retry quota has fewer tokens than the retry would cost; the retry was not attempted.
+    """The retry quota has fewer tokens than an attempt would cost; the attempt was not made.
 
     This is standard mode's "circuit-breaker behaviour": during an outage, retries stop once the quota
-    is spent, and come back as successes refill it. It is raised *from* the last real error.
+    is spent, and come back as successes refill it. A call whose retry is refused ends with its own last
+    error (its history says ``gave_up="quota"``); this error is raised by the quota used directly, and
+    for a call whose first attempt has a cost (``initial_try_cost``) the quota cannot pay.
 
     Attributes:
         available: tokens left in the quota when the retry was refused.
@@ -64,8 +68,8 @@ class RetryCapacityExceeded(AsyncRetryError):
 class RetryBudgetExceeded(RetryCapacityExceeded):
     """The retry budget allows no retry right now (retries already make up their share of recent requests).
 
-    A :class:`RetryCapacityExceeded`, so that handlers of an empty quota see it too; raised *from* the
-    last real error.
+    A :class:`RetryCapacityExceeded`, so that handlers of an empty quota see it too. A call whose retry
+    the budget refuses ends with its own last error (its history says ``gave_up="budget"``).
 
     Attributes:
         available: retries the budget still allowed (less than one).

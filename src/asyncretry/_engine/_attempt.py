@@ -15,8 +15,9 @@ import anyio
 
 from .._exceptions import AttemptTimeout
 from .._primitives._kinds import OutcomeKind
-from ._call import DONE, RETRY, settle_locally
+from ._call import DONE, RETRY
 from ._classify import Outcome
+from ._settle import settle_locally
 
 if TYPE_CHECKING:
     from ._drivers import Attempts, SyncAttempts

@@ -26,39 +26,49 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
-from .._events import AttemptFinished, EventBus, GaveUp, RetryScheduled, Throttled
-from .._exceptions import CircuitOpenError, RetriesExhausted, RetryBudgetExceeded, RetryCapacityExceeded
+from .._events import AttemptFinished, Event, EventBus, GaveUp, RetryScheduled, Throttled
+from .._exceptions import RetriesExhausted
 from .._primitives._budget import BudgetTicket, RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from ._classify import Outcome
-from ._history import AttemptRecord, RetryHistory, attach_history
+from ._history import AttemptRecord, RetryHistory, attach_history, hedged_records
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
 from ._testmode import current_test_mode
 
 if TYPE_CHECKING:
-    from ._attempt import Attempt
     from ._retrier import Retrier
 
 __all__ = [
-    "DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "attempt_failed", "open_call", "settle_locally",
-    "succeeded",
+    "DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "Step", "attempt_failed", "open_call", "succeeded",
 ]
 
-#: What :meth:`Call.settle` and :meth:`Call.paid` answer.
-DONE = 0  # the attempt succeeded: the call is over
-GIVE_UP = 1  # the call is over without success (``Call.gave_up`` says why)
-PAY = 2  # retry, once the driver has taken ``Call.due`` tokens from the quota (then :meth:`Call.paid`)
-RETRY = 3  # retry after ``Call.delay`` seconds
+
+class Step(IntEnum):
+    """What the decision core answers after an attempt (:meth:`Call.settle`, :meth:`Call.paid`)."""
+
+    DONE = 0
+    """The attempt succeeded: the call is over."""
+    GIVE_UP = 1
+    """The call is over without success (``gave_up`` says why); it ends with the attempt's own outcome."""
+    PAY = 2
+    """Retry, once the driver has taken the retry's cost (quota tokens, a budget place): then ``paid()``."""
+    RETRY = 3
+    """Retry after ``delay`` seconds."""
+
+
+DONE, GIVE_UP, PAY, RETRY = Step.DONE, Step.GIVE_UP, Step.PAY, Step.RETRY
 
 Judge = Callable[[Outcome], Outcome]
 """An integration's last word on a failed attempt's outcome (the httpx transports turn a retryable
 outcome of a request that cannot be sent again into a final one)."""
+
+Deadline = Callable[[], "float | None"]
+"""Gives the seconds the caller's own deadline leaves (``None``: it has none): an input of the core's decisions."""
 
 Label = Callable[[], str]
 """What a call is (``"GET https://host/path"``), worked out only when a log line or a span needs it."""
@@ -93,10 +103,11 @@ class Call:
     linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
     refund_due = 0  # tokens a success gives back to the quota
     probe = 0  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
-    last_error: BaseException | None = None
+    last_error: Exception | None = None
+    ending: Exception | None = None  # refused: what the call ends with (see refuse)
+    outbox: list[Event] | None = None  # events decided, for the driver to deliver afterwards (take_events)
     last_timeout = 0.0
     hook: GiveUpInfo | None = None  # on_give_up, for the driver to run
-    pending: tuple[BaseException, BaseException | None] | None = None  # an error to raise instead (and its cause)
     _cost: int | None = None  # the last retry's cost, refunded by a success (SPEC 1.1)
     _previous_delay: float | None = None
     _delays: tuple[float, ...] | list[float] = ()  # index i: the delay after attempt i + 1
@@ -147,6 +158,20 @@ class Call:
         else:
             open_call(retrier, scope, now)
 
+    # ---------------------------------------------------------------------------------- events
+    def post(self, event: Event) -> None:
+        """Keep an event the decision made, for the driver to deliver once the decision is taken (the core
+        runs no listener: they are user code)."""
+        if self.outbox is None:
+            self.outbox = [event]
+        else:
+            self.outbox.append(event)
+
+    def take_events(self) -> list[Event] | None:
+        """The events decided since the last call, for the driver to deliver (``None``: none)."""
+        events, self.outbox = self.outbox, None
+        return events
+
     # ------------------------------------------------------------------------ before an attempt
     def begin(self, delay: float, probe: int) -> int:
         """Begin the next attempt (the driver waited and was admitted); returns its number."""
@@ -183,7 +208,7 @@ class Call:
         """A hedged call's attempt failed while another of its attempts still runs: record it, decide nothing
         (the attempt still running may yet answer)."""
         kind = outcome.kind
-        attempt_failed(self.retrier, self.scope, number, started, now, outcome, self.label)
+        attempt_failed(self.retrier.events, self.post, self.scope, number, started, now, outcome, self.label)
         if error is not None:
             self.last_error = error
         self._overlap(number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
@@ -203,16 +228,19 @@ class Call:
             self._overlapped = {row[0]}
 
     def refuse(self, error: Exception, why: str, now: float) -> None:
-        """Something refused the next attempt before it began (quota, rate limit, breaker, backend)."""
-        self._give_up_common(error, why, now)
+        """Something refused the next attempt before it began (quota, rate limit, breaker, backend).
+
+        :attr:`ending` is then what the call ends with: the refusal itself when no attempt was made; else
+        the last attempt's own error, or ``None`` when that attempt ended with a result (the caller gets
+        the result). Either way the history, with why the call stopped, is attached to it.
+        """
+        self.ending = ending = error if self.number == 0 else self.last_error
+        self._give_up_common(ending, why, now)
         if self.policy.on_give_up is not None:
             final = self.outcome
             if final is None:  # no attempt was made: the refusal itself is what failed
                 final = Outcome(OutcomeKind.NOT_RETRYABLE, why, error)
             self.hook = GiveUpInfo(self.scope.key, final, self.history())
-        last = self.last_error
-        if last is not None and error.__cause__ is None:
-            error.__cause__ = last
 
     def abandon(self) -> None:
         """The attempt was cancelled (or hit a BaseException): record nothing, free a probe's slot."""
@@ -235,8 +263,17 @@ class Call:
         return cost or 0
 
     # ------------------------------------------------------------------------- after an attempt
-    def settle(self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float) -> int:
+    def settle(
+        self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float, *,
+        outer: Deadline | None = None, draw: float = 0.0, breaker_wait: float = 0.0,
+    ) -> Step:
         """Record how attempt ``number`` (begun at ``started``) ended at ``now``, and decide (SPEC 1.1).
+
+        Every input is an argument: besides the outcome and the time, for a failure, ``outer`` (gives the
+        seconds the caller's own deadline leaves, ``None`` without one; asked only when a delay or a
+        deadline makes it matter: finding it out costs the driver a look at its cancel scopes), ``draw``
+        (the random draw in ``[0, 1)`` for the backoff's jitter) and ``breaker_wait`` (the breaker's
+        answer: seconds until it would admit an attempt, 0 without a breaker). Asking changes nothing.
 
         Returns:
             DONE, GIVE_UP, PAY (take :attr:`due` from the quota, then :meth:`paid`) or RETRY (sleep
@@ -254,22 +291,15 @@ class Call:
             if self.last_error is not None:
                 self.last_error = None  # see forget_errors
             self.refund_due = succeeded(
-                retrier, self.scope, number, started, now, self._cost, self.label, outcome.reason
+                retrier, self.post, self.scope, number, started, now, self._cost, self.label, outcome.reason
             )
             return DONE
-        attempt_failed(retrier, self.scope, number, started, now, outcome, self.label)
-        if error is not None:
-            self.last_error = error
-        row = (number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
-        if self._records:
-            self._records.append(row)
-        else:
-            self._records = [row]
+        self.record_failure(number, started, outcome, error, now)
         if not kind.retryable:
             return self._give_up(outcome, error, "not_retryable", now)
         if self.number >= self.max_attempts:  # (hedged: the last to end need not be the last begun)
             return self._give_up(outcome, error, "max_attempts", now)
-        self.delay, self._server_directed = self._plan_delay(outcome, kind, self.number)
+        self.delay, self._server_directed = self._plan_delay(outcome, kind, self.number, draw)
         scope = self.scope
         quota = scope.quota
         cost = quota.cost_of(kind) if quota is not None else 0
@@ -279,11 +309,34 @@ class Call:
         if now_or_later or scope.budget is not None:
             self.due = cost if now_or_later else 0
             return PAY
-        return self._checked(now)
+        return self._checked(now, outer, breaker_wait)
 
-    def paid(self, refused: str | None, now: float) -> int:
+    def record_failure(
+        self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float
+    ) -> None:
+        """Record a failed attempt (its events and its row in the history), deciding nothing."""
+        self.in_attempt = False
+        self.outcome = outcome
+        attempt_failed(self.retrier.events, self.post, self.scope, number, started, now, outcome, self.label)
+        self.last_error = error  # what the call ends with if it stops now (None: the result)
+        row = (number, started, now - started, outcome.kind, outcome.reason, None if error is None else repr(error))
+        if self._records:
+            self._records.append(row)
+        else:
+            self._records = [row]
+
+    def unreachable(self, outcome: Outcome, error: Exception | None, now: float) -> Step:
+        """State kept on a server could not be reached while the attempt was settled: a success stays one
+        (only its bookkeeping is lost); any other outcome ends the call with it (``"backend"``)."""
+        if self.done:
+            return DONE if self.gave_up is None else GIVE_UP
+        return self._give_up(outcome, error, "backend", now)
+
+    def paid(
+        self, refused: str | None, now: float, *, outer: Deadline | None = None, breaker_wait: float = 0.0
+    ) -> Step:
         """The driver took what the retry costs (``refused`` is ``None``), or ``"quota"`` or ``"budget"``
-        refused it (nothing taken): RETRY or GIVE_UP."""
+        refused it (nothing taken): RETRY or GIVE_UP (the call ends with the attempt's own outcome)."""
         cost, self.due = self.due, 0
         outcome = self.outcome
         assert outcome is not None
@@ -291,32 +344,46 @@ class Call:
         if refused is not None:
             if refused == "quota" and self.policy.long_polling:
                 # The SDKs' long-polling rule: back off before returning the error (never past a deadline).
-                remaining = self.remaining(now)
+                remaining = self.left(now, outer() if outer is not None else None)
                 self.linger = self.delay if remaining is None else min(self.delay, remaining)
-            return self._give_up(outcome, error, refused, now, cost=cost)
+            return self._give_up(outcome, error, refused, now)
         self.retry_paid = True
         if cost:
             self._cost = cost
-        step = self._checked(now)
-        if step == GIVE_UP:
+        step = self._checked(now, outer, breaker_wait)
+        if step is GIVE_UP:
             self.retry_paid = False
             self._cost = None
             self.dropped = cost  # the retry it paid for will not happen: its tokens and budget place go back
         return step
 
-    def _checked(self, now: float) -> int:
-        """RETRY after :attr:`delay`, unless a deadline or the breaker would leave the retry no chance."""
+    def _checked(self, now: float, outer: Deadline | None, breaker_wait: float) -> Step:
+        """RETRY after :attr:`delay` (scheduled: recorded, announced), unless a deadline or the breaker would
+        leave the retry no chance."""
         outcome = self.outcome
         assert outcome is not None
         error = self.last_error if isinstance(self.last_error, Exception) else None
         delay = self.delay
-        remaining = self.remaining(now) if delay > 0.0 or self.deadline_at != math.inf else None
+        remaining = None
+        if delay > 0.0 or self.deadline_at != math.inf:
+            remaining = self.left(now, outer() if outer is not None else None)
         if remaining is not None and delay >= remaining:
             # A sleep that ends at the deadline leaves no time for the attempt it was for.
             return self._give_up(outcome, error, "server_delay" if self._server_directed else "deadline", now)
-        if self.scope.retry_refused_for(delay):
+        if breaker_wait > delay:
             return self._give_up(outcome, error, "breaker", now)  # never sleep and then be refused
-        return self._scheduled(now)
+        self._previous_delay = delay
+        if self._delays:
+            self._delays.append(delay)  # type: ignore[union-attr]
+        else:
+            self._delays = [delay]
+        events = self.retrier.events
+        if events.wants(RetryScheduled):
+            self.post(RetryScheduled(
+                time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
+                reason=outcome.reason, server_directed=self._server_directed, target=self.target(),
+            ))
+        return RETRY
 
     def take_refund(self) -> int:
         """The tokens a success gives back to the quota now (the last retry's cost, or the increment)."""
@@ -332,31 +399,14 @@ class Call:
         """The driver took the cost a retry waited for (the quota's waiting mode)."""
         self._cost, self.wait_cost, self.retry_paid = self.wait_cost, 0, True
 
-    def _scheduled(self, now: float) -> int:
-        delay = self.delay
-        self._previous_delay = delay
-        if self._delays:
-            self._delays.append(delay)  # type: ignore[union-attr]
-        else:
-            self._delays = [delay]
-        events = self.retrier.events
-        if events.wants(RetryScheduled):
-            outcome = self.outcome
-            assert outcome is not None
-            events.emit(RetryScheduled(
-                time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
-                reason=outcome.reason, server_directed=self._server_directed, target=self.target(),
-            ))
-        return RETRY
-
     _server_directed = False
 
-    def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int) -> tuple[float, bool]:
+    def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int, draw: float) -> tuple[float, bool]:
         """The sleep before the next attempt: the backoff, or the delay the server asked for."""
         policy = self.policy
         backoff = policy.throttling_backoff if kind is _THROTTLING else policy.backoff
         assert backoff is not None
-        delay = backoff.delay(number, self.retrier._rng(), self._previous_delay)
+        delay = backoff.delay(number, draw, self._previous_delay)
         server = outcome.server_delay
         if server is None or not policy.honour_server_delay:
             if kind is _THROTTLING:
@@ -376,10 +426,10 @@ class Call:
         return min(server, cap), True
 
     # -------------------------------------------------------------------------------- deadlines
-    def remaining(self, now: float) -> float | None:
-        """Seconds left before the call's deadline or the enclosing cancel scope's, ``None`` if unbounded."""
+    def left(self, now: float, outer: float | None) -> float | None:
+        """Seconds left at ``now`` before the call's deadline or the caller's own (``outer`` seconds from
+        now, ``None`` without one); ``None`` if unbounded."""
         remaining = self.deadline_at - now
-        outer = _outer_remaining()
         if outer is not None:
             remaining = min(remaining, outer)
         return None if remaining == math.inf else max(0.0, remaining)
@@ -411,56 +461,31 @@ class Call:
             last = self.outcome
             # `reason` is a classification (metrics group by it): the last attempt's, or the
             # refusal's class name; a refusal's message (token counts ...) would be unbounded.
-            events.emit(GaveUp(
+            self.post(GaveUp(
                 time=now, source=self.scope.key, attempts=self.number, why=why,
                 outcome=last.kind.value if last else "none",
                 reason=last.reason if last else type(error).__name__,
                 elapsed=now - self.started, target=self.target(),
             ))
 
-    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float, cost: int = 0) -> int:
+    def _give_up(self, outcome: Outcome, error: Exception | None, why: str, now: float) -> Step:
+        """The call ends with its last attempt's outcome (``error``, or its result): why it stopped is in the
+        history attached to it."""
         self._give_up_common(error, why, now)
-        history = self.history()
         if self.policy.on_give_up is not None:
-            self.hook = GiveUpInfo(self.scope.key, outcome, history)
-        if error is not None and why in ("quota", "budget", "breaker"):
-            replacement = self._refusal(why, outcome, cost)
-            attach_history(replacement, history)
-            self.pending = (replacement, error)
+            self.hook = GiveUpInfo(self.scope.key, outcome, self.history())
         return GIVE_UP
-
-    def _refusal(self, why: str, outcome: Outcome, cost: int) -> Exception:
-        """The error that says why a retry was refused (chained to the attempt's own error)."""
-        if why == "quota":
-            quota = self.scope.quota
-            assert quota is not None
-            return RetryCapacityExceeded(
-                available=quota.available, cost=cost or quota.cost_of(outcome.kind), name=quota.name
-            )
-        if why == "budget":
-            budget = self.scope.budget
-            assert budget is not None
-            return RetryBudgetExceeded(available=budget.statistics().available, name=budget.name)
-        breaker = self.scope.breaker
-        assert breaker is not None
-        stats = breaker.statistics()
-        return CircuitOpenError(name=breaker.name, state=str(stats.state), retry_after=stats.retry_after)
 
     def result_error(self) -> Exception:
         """What the ``call`` form raises when the call gave up on a result (no exception to re-raise)."""
         outcome = self.outcome
         why = self.gave_up or "max_attempts"
-        error: Exception
-        if why in ("quota", "budget"):
-            assert outcome is not None
-            error = self._refusal(why, outcome, 0)
-        else:
-            reason = outcome.reason if outcome is not None else "none"
-            error = RetriesExhausted(
-                f"gave up ({why}) after {self.number} attempt(s); the last result was retryable: {reason}",
-                last_result=outcome.result if outcome is not None else None,
-                why=why,
-            )
+        reason = outcome.reason if outcome is not None else "none"
+        error = RetriesExhausted(
+            f"gave up ({why}) after {self.number} attempt(s); the last result was retryable: {reason}",
+            last_result=outcome.result if outcome is not None else None,
+            why=why,
+        )
         attach_history(error, self.history())
         return error
 
@@ -489,7 +514,7 @@ class Call:
             reason = self.outcome.reason if self.outcome is not None else "ok"
             rows.append((number, started, ended - started, OutcomeKind.SUCCESS, reason, None))
         if self._hedges or self._overlapped:
-            records = _hedged_records(rows, delays, self._hedges, self._overlapped)
+            records = hedged_records(rows, delays, self._hedges, self._overlapped)
             ended = max((r.started + r.duration for r in records), default=self.retrier.clock.now())
         else:
             records = tuple(
@@ -520,26 +545,6 @@ class Call:
         return not self.done and self.number > 0 and not self.in_attempt
 
 
-def _hedged_records(
-    rows: list[tuple[int, float, float, OutcomeKind, str, str | None]], delays: tuple[float, ...] | list[float],
-    hedges: tuple[()] | set[int], overlapped: tuple[()] | set[int],
-) -> tuple[AttemptRecord, ...]:
-    """A hedged call's records, by attempt number: the delays go to the attempts that ended a round of the
-    call (an attempt that ended while another still ran has none after it)."""
-    records: list[AttemptRecord] = []
-    paced = 0
-    for n, s, d, k, r, e in rows:
-        delay = None
-        if n not in overlapped:
-            delay = delays[paced] if paced < len(delays) else None
-            paced += 1
-        records.append(AttemptRecord(
-            number=n, started=s, duration=d, kind=k, reason=r, delay_after=delay, error=e, hedge=n in hedges,
-        ))
-    records.sort(key=lambda record: record.number)
-    return tuple(records)
-
-
 def open_call(retrier: Retrier, scope: Scope, now: float) -> None:
     """What opening a call does to shared state: it is counted, and a local retry budget hears of the
     request (a remote budget is told by the async driver, awaited)."""
@@ -550,8 +555,8 @@ def open_call(retrier: Retrier, scope: Scope, now: float) -> None:
 
 
 def succeeded(
-    retrier: Retrier, scope: Scope, number: int, started: float, now: float, cost: int | None,
-    label: Label | None, reason: str = "ok",
+    retrier: Retrier, post: Callable[[Event], None], scope: Scope, number: int, started: float, now: float,
+    cost: int | None, label: Label | None, reason: str = "ok",
 ) -> int:
     """What an attempt's success decides, the one place (SPEC 1.1): the call is counted a success, and
     the quota gets back the last retry's cost, or the success increment when no retry was paid.
@@ -561,62 +566,30 @@ def succeeded(
         hear of the success through :meth:`Scope.report`).
     """
     retrier._successes += 1
-    events = retrier.events
-    if events.wants(AttemptFinished):
-        _emit_finished(events, scope, number, started, now, _SUCCESS, reason, label)
+    if retrier.events.wants(AttemptFinished):
+        post(_finished(scope, number, started, now, _SUCCESS, reason, label))
     return cost if cost is not None else scope.success_increment
 
 
 def attempt_failed(
-    retrier: Retrier, scope: Scope, number: int, started: float, now: float, outcome: Outcome, label: Label | None
+    events: EventBus, post: Callable[[Event], None], scope: Scope, number: int, started: float, now: float,
+    outcome: Outcome, label: Label | None,
 ) -> None:
-    """The events of an attempt that failed (a throttle, when no limiter reports its own; the attempt's end)."""
-    events = retrier.events
+    """The events of an attempt that failed (a throttle, when no limiter reports its own; the attempt's end),
+    handed to ``post`` (``events`` is only asked who listens)."""
     if outcome.kind is _THROTTLING and scope.limiter is None and events.wants(Throttled):
-        events.emit(Throttled(time=now, source=scope.key, reason=outcome.reason))
+        post(Throttled(time=now, source=scope.key, reason=outcome.reason))
     if events.wants(AttemptFinished):
-        _emit_finished(events, scope, number, started, now, outcome.kind, outcome.reason, label)
+        post(_finished(scope, number, started, now, outcome.kind, outcome.reason, label))
 
 
-def _emit_finished(
-    events: EventBus, scope: Scope, number: int, started: float, now: float, kind: OutcomeKind, reason: str,
-    label: Label | None,
-) -> None:
-    events.emit(AttemptFinished(
+def _finished(
+    scope: Scope, number: int, started: float, now: float, kind: OutcomeKind, reason: str, label: Label | None,
+) -> AttemptFinished:
+    return AttemptFinished(
         time=now, source=scope.key, attempt=number, outcome=kind.value, reason=reason,
         duration=now - started, target=label() if label is not None else None,
-    ))
-
-
-def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> int:
-    """End an attempt on local shared state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
-    outcome = attempt.judged(error)
-    scope = call.scope
-    if scope.reports:
-        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now)
-    step = call.settle(attempt.number, attempt._started, outcome, error, now)
-    if step == PAY:
-        refused, call.ticket = scope.pay(call.due)
-        step = call.paid(refused, now)
-        dropped = call.take_dropped()
-        if dropped is not None:
-            scope.cancel_retry(dropped, call.ticket)
-    refund = call.refund_due
-    if refund:
-        call.refund_due = 0
-        scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope: a RetryQuota; never None with a refund
-    return step
-
-
-def _outer_remaining() -> float | None:
-    """Seconds left before the enclosing cancel scope's deadline; ``None`` without one (or outside a loop)."""
-    try:
-        outer = anyio.current_effective_deadline()
-    except RuntimeError:  # no event loop: synchronous code has no cancel scopes
-        return None
-    if outer == math.inf:
-        return None
-    return outer - anyio.current_time()
+    )
 
 
 def _seconds(value: Any) -> float:

@@ -10,13 +10,14 @@ transport). Each has two steps, read top to bottom:
 - ``end``: judge how it ended (:meth:`Attempt.judged`), tell the scope's limiter and breaker, let the
   core decide (:meth:`Call.settle`), pay or refund the quota, and either retry or finish the call.
 
-What the two share is the decision core and the local bookkeeping (:func:`~._call.settle_locally`); only the
-waiting differs (``await`` or ``time.sleep``).
+What the two share is the decision core and the executors (:mod:`._settle`); only the waiting differs
+(``await`` or ``time.sleep``).
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,10 +33,11 @@ from .._primitives._budget import RetryBudget
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
-from ._call import DONE, PAY, RETRY, Call, Judge, Label, settle_locally
+from ._call import DONE, RETRY, Call, Judge, Label, Step
 from ._hedged import Discard, Send, run_hedged
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
+from ._settle import deliver, remaining, settle_locally, settle_remotely
 
 if TYPE_CHECKING:
     from ._hedging import HedgingConfig
@@ -93,7 +95,8 @@ class Attempts(Call):
     :attr:`outcome` is the last outcome and :meth:`history` the full record.
 
     Integrations that drive a call themselves (the httpx transport) use :meth:`start` and the attempt's
-    ``async with``, the same two steps the ``async for`` loop takes.
+    ``async with``, the same two steps the ``async for`` loop takes: ``start()`` begins the first attempt
+    at once when nothing may make it wait, so there is no faster way in.
     """
 
     def __aiter__(self) -> Attempts:
@@ -102,7 +105,7 @@ class Attempts(Call):
     async def __anext__(self) -> Attempt:
         if self.done:
             raise StopAsyncIteration
-        attempt = _begin_now(self)
+        attempt = None if self.number else _begin_now(self)
         if attempt is None:
             attempt = await self._start_after_waiting()
             if attempt is None:
@@ -114,17 +117,21 @@ class Attempts(Call):
         """Wait for what the next attempt needs and begin it; ``None`` when the call is over.
 
         Raises:
-            RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the next
-                attempt was refused before it began (chained to the last attempt's error).
+            RetryCapacityExceeded, RateLimitTimeout, CircuitOpenError, BackendUnavailable: the first
+                attempt was refused. A later attempt refused ends the call with the last attempt's own
+                error (raised here, history attached), or ``None`` when that attempt gave a result.
         """
-        attempt = _begin_now(self)
+        attempt = None if self.number else _begin_now(self)
         if attempt is None:
             attempt = await self._start_after_waiting()
         return attempt
 
     def begin_now(self) -> Attempt | None:
-        """The first attempt, begun at once when nothing may make it wait or refuse it; else ``None``
-        (then :meth:`start`). For drivers that make many calls: :meth:`start` without its coroutine."""
+        """Deprecated: ``await start()`` begins the first attempt at once when nothing may make it wait."""
+        warnings.warn(
+            "Attempts.begin_now() is deprecated: use `await attempts.start()`, which begins the first attempt "
+            "at once when nothing may make it wait", DeprecationWarning, stacklevel=2,
+        )
         return _begin_now(self)
 
     async def _start_after_waiting(self) -> Attempt | None:
@@ -148,10 +155,13 @@ class Attempts(Call):
             probe = await self._admit(scope)
         except BaseException as error:
             await self._refund_retry()
-            if isinstance(error, Exception) and self.gave_up is not None:
-                await self._finish()  # refused: the on_give_up hook runs before the error is raised
-            raise
-        return _new_attempt(self, delay, probe)
+            ending = _ending_of(self, error)
+        else:
+            return _new_attempt(self, delay, probe)
+        # Refused: the on_give_up hook, then the call ends with its last real outcome.
+        await self._finish()
+        _end_with(ending)
+        return None
 
     async def _wait_for_quota(self) -> None:
         quota = self.scope.quota
@@ -238,20 +248,21 @@ class Attempts(Call):
         """Settle an attempt that ended by raising ``error`` (``None``: it returned).
 
         Returns:
-            True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates).
-
-        Raises:
-            Exception: the error the call gave up with instead of ``error`` (an empty quota, an open
-                breaker, a remote backend that fails closed), chained to it.
+            True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates
+            with the history attached).
         """
         now = self.retrier.clock.now()
         if self.scope.local:
             step = settle_locally(self, attempt, error, now)
         else:
-            step = await self._settle_remotely(attempt, error, now)
+            step = await settle_remotely(self, attempt, error, now)
         return await self.after(step)
 
-    async def after(self, step: int) -> bool:
+    def remaining(self, now: float) -> float | None:
+        """Seconds left at ``now`` before the call's deadline or the caller's own; ``None`` if unbounded."""
+        return remaining(self, now)
+
+    async def after(self, step: Step) -> bool:
         """What the driver does once an attempt is settled: True to retry; else finish the call."""
         if step == RETRY:
             return True
@@ -259,28 +270,8 @@ class Attempts(Call):
             await self._finish()
         return False
 
-    async def _settle_remotely(self, attempt: Attempt, error: Exception | None, now: float) -> int:
-        outcome = attempt.judged(error)
-        scope = self.scope
-        try:
-            await scope.report_remote(outcome.kind, outcome.reason, attempt._started, self.probe)
-            step = self.settle(attempt.number, attempt._started, outcome, error, now)
-            if step == PAY:
-                refused, self.ticket = await scope.pay_remote(self.due)
-                step = self.paid(refused, now)
-                dropped = self.take_dropped()
-                if dropped is not None:
-                    await scope.cancel_retry_remote(dropped, self.ticket)
-            if self.refund_due:
-                await scope.refund_remote(self.take_refund())
-        except BackendUnavailable as failure:
-            self.refuse(failure, "backend", now)
-            await self._finish()
-            raise failure from error if error is not None else self.last_error
-        return step
-
     async def _finish(self) -> None:
-        """The call is over without success: the long-polling back-off, on_give_up, then what replaces the error."""
+        """The call is over without success: the long-polling back-off, then on_give_up."""
         linger, self.linger = self.linger, 0.0
         if linger > 0.0 and not self.no_wait:
             await self.retrier.clock.sleep(linger)
@@ -293,17 +284,26 @@ class Attempts(Call):
                     await result
             except Exception:
                 _log_hook_failure(hook)
-        _raise_pending(self)
+        self.forget_errors()
 
 
-def _raise_pending(call: Call) -> None:
-    """Raise what replaces the call's error (an empty quota, an open breaker ...), chained to it, if anything;
-    either way the call keeps no reference to the error it ends with (:meth:`Call.forget_errors`)."""
-    pending, call.pending = call.pending, None
-    call.forget_errors()
-    if pending is not None:
-        error, cause = pending
-        raise error from cause
+def _ending_of(call: Call, error: BaseException) -> Exception | None:
+    """What a call refused its next attempt ends with (its refusal's event delivered); anything else that
+    stopped the wait (a cancellation, a bug) is raised again."""
+    if not (isinstance(error, Exception) and call.gave_up is not None):
+        raise error
+    ending, call.ending = call.ending, None
+    deliver(call)
+    return ending
+
+
+def _end_with(ending: Exception | None) -> None:
+    """End a call that was refused its next attempt: raise what it ends with (the refusal when no attempt
+    was made, else the last attempt's own error), or return when its last attempt ended with a result.
+
+    Raised here, outside the handler of the refusal, so that the error keeps its own context."""
+    if ending is not None:
+        raise ending
 
 
 class SyncAttempts(Call):
@@ -325,8 +325,6 @@ class SyncAttempts(Call):
         super().__init__(retrier, scope, policy, now, judge, label)
         self._lock = lock if lock is not None else nullcontext()
 
-    ready: Attempt | None = None  # a first attempt begun when the call was made (Retrier.sync_attempts)
-
     def __iter__(self) -> SyncAttempts:
         return self
 
@@ -340,10 +338,6 @@ class SyncAttempts(Call):
         """Wait (blocking the thread) for what the next attempt needs and begin it; ``None`` when over."""
         if self.done:
             return None
-        attempt = self.ready
-        if attempt is not None:
-            self.ready = None
-            return attempt
         with self._lock:
             attempt = _begin_now(self)
         if attempt is not None:
@@ -366,10 +360,12 @@ class SyncAttempts(Call):
             if cost is not None:
                 with self._lock:
                     scope.cancel_retry(cost, self.ticket)
-            if isinstance(error, Exception) and self.gave_up is not None:
-                self._finish()
-            raise
-        return _new_attempt(self, delay, probe)
+            ending = _ending_of(self, error)
+        else:
+            return _new_attempt(self, delay, probe)
+        self._finish()
+        _end_with(ending)
+        return None
 
     def _block_for_quota(self) -> None:
         quota = self.scope.quota
@@ -406,6 +402,10 @@ class SyncAttempts(Call):
         except CircuitOpenError as error:
             self.refuse(error, "breaker", self.retrier.clock.now())
             raise
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds left at ``now`` before the call's deadline; ``None`` if unbounded."""
+        return remaining(self, now)
 
     def _remaining_or_zero(self) -> float:
         return self.remaining(self.retrier.clock.now()) or 0.0
@@ -453,7 +453,7 @@ class SyncAttempts(Call):
                         close()  # an un-awaited coroutine would warn later
                     logger.error("asyncretry: on_give_up returned an awaitable in synchronous code; "
                                  "use a plain function in synchronous code")
-        _raise_pending(self)
+        self.forget_errors()
 
     def begin(self, delay: float, probe: int) -> int:
         with self._lock:  # the retrier's counters are shared by the threads

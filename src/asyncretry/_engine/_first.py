@@ -77,7 +77,7 @@ class FirstAttempt:
         self._ended = now = retrier.clock.now()
         if scope.reports:
             scope.report(_SUCCESS, "ok", started, 0, now)
-        refund = succeeded(retrier, scope, 1, started, now, None, label)
+        refund = succeeded(retrier, retrier.events.emit, scope, 1, started, now, None, label)
         if refund:
             scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope's RetryQuota
         return self

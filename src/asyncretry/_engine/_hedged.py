@@ -34,8 +34,9 @@ from anyio.abc import TaskGroup
 from .._events import HedgeSent
 from .._primitives._kinds import OutcomeKind
 from ._attempt import NOT_SET, Attempt
-from ._call import DONE, RETRY, settle_locally
+from ._call import DONE, RETRY, Step
 from ._hedging import HedgeState, HedgingConfig, hedge_state
+from ._settle import deliver, settle_locally, settle_remotely
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -61,13 +62,21 @@ async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], disca
     gave up on a result (``call.gave_up`` says so); raises the last error when it gave up on one.
 
     Raises:
-        Exception: the last attempt's error (history attached), or what refused the next attempt.
+        Exception: the last attempt's error (history attached, with why the call stopped), or what
+            refused the first attempt.
     """
     state = hedge_state(call.scope, config, call.retrier.clock)
     state.record_call(call.started)
+    last: Any = NOT_SET  # the result of the round before, kept until the next round begins
     while True:
-        attempt = await call.start()
-        assert attempt is not None  # a call is over only after a round says so
+        try:
+            attempt = await call.start()
+        except BaseException:
+            await _drop(discard, last)
+            raise
+        if attempt is None:  # the next round was refused: the call ends with the last result
+            return last  # type: ignore[no-any-return]
+        await _drop(discard, last)
         race = _Race(call, state, send, discard)
         try:
             step = await race.run(attempt)
@@ -80,9 +89,9 @@ async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], disca
         if step == DONE:
             return value
         if step == RETRY:
-            await _drop(discard, value)
+            last = value
             continue
-        await call.after(step)  # giving up: the hook, and what replaces the error (raised)
+        await call.after(step)  # giving up: the long-polling back-off and the hook
         if failure is not None:
             raise failure
         return value
@@ -106,7 +115,7 @@ class _Race(Generic[T]):
         self._receiver: MemoryObjectReceiveStream[Any]
         self._sender, self._receiver = anyio.create_memory_object_stream[Any](math.inf)
 
-    async def run(self, first: Attempt) -> int:
+    async def run(self, first: Attempt) -> Step:
         """Race the round's attempts; then settle the one that ended it. Returns the core's step."""
         call = self.call
         try:
@@ -126,7 +135,7 @@ class _Race(Generic[T]):
             call.lost(loser.number, loser._started, attempt.number, now)
         if call.scope.local:
             return settle_locally(call, attempt, self.error, now)
-        return await call._settle_remotely(attempt, self.error, now)
+        return await settle_remotely(call, attempt, self.error, now)
 
     async def _referee(self, group: TaskGroup, first: Attempt) -> None:
         """Send hedges as the delays pass and take the answers until one ends the round."""
@@ -161,6 +170,7 @@ class _Race(Generic[T]):
                 return
             await self._report(attempt, outcome.kind, outcome.reason, now)
             call.overlapped(attempt.number, attempt._started, outcome, error, now)
+            deliver(call)
             await _drop(self.discard, value)
 
     def _wait(self, at: float, hedges: int) -> float | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .._primitives._kinds import OutcomeKind
 
-__all__ = ["AttemptRecord", "RetryHistory", "history_of"]
+__all__ = ["AttemptRecord", "RetryHistory", "hedged_records", "history_of"]
 
 _ATTRIBUTE = "__asyncretry_history__"
 
@@ -93,3 +93,23 @@ def attach_history(error: BaseException, history: RetryHistory) -> None:
     with contextlib.suppress(AttributeError, TypeError):  # __slots__ exceptions cannot carry it; the note can
         setattr(error, _ATTRIBUTE, history)
     error.add_note(history.summary())
+
+
+def hedged_records(
+    rows: list[tuple[int, float, float, OutcomeKind, str, str | None]], delays: tuple[float, ...] | list[float],
+    hedges: tuple[()] | set[int], overlapped: tuple[()] | set[int],
+) -> tuple[AttemptRecord, ...]:
+    """A hedged call's records, by attempt number: the delays go to the attempts that ended a round of the
+    call (an attempt that ended while another still ran has none after it)."""
+    records: list[AttemptRecord] = []
+    paced = 0
+    for n, s, d, k, r, e in rows:
+        delay = None
+        if n not in overlapped:
+            delay = delays[paced] if paced < len(delays) else None
+            paced += 1
+        records.append(AttemptRecord(
+            number=n, started=s, duration=d, kind=k, reason=r, delay_after=delay, error=e, hedge=n in hedges,
+        ))
+    records.sort(key=lambda record: record.number)
+    return tuple(records)

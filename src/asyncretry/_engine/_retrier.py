@@ -4,12 +4,14 @@ A :class:`Retrier` owns a table of scopes (:mod:`._scopes`) and counters; each c
 driver (:class:`~._drivers.Attempts`, :class:`~._drivers.SyncAttempts`) over the decision core
 (:mod:`._call`). The ways in: ``async for attempt in retrier.attempts()``, :meth:`Retrier.call`, the
 decorator (:mod:`._decorator`), :func:`~._polling.poll`, and the integrations (the httpx transports
-use :meth:`Retrier.attempts` and :meth:`Retrier.sync_attempts` with a ``judge`` and a ``label``).
+use :meth:`Retrier.attempts` and :meth:`Retrier.sync_attempts` with a ``judge`` and a ``label``): every
+one starts its call with :meth:`Retrier.attempts` (or its synchronous twin), the one way in.
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from .._validate import check_clock, check_int, check_seconds
 from ._attempt import NOT_SET, Attempt
 from ._call import Judge, Label
 from ._classify import DEFAULT_CLASSIFIER, On
-from ._drivers import Attempts, SyncAttempts, _begin_now
+from ._drivers import Attempts, SyncAttempts
 from ._first import FirstAttempt
 from ._policy import RetryPolicy
 from ._scopes import (
@@ -44,10 +46,7 @@ from ._scopes import (
     given,
 )
 
-__all__ = [
-    "DEFAULT_SCOPE", "Attempt", "Attempts", "FirstAttempt", "Retrier", "RetrierStatistics", "ScopeStatistics",
-    "SyncAttempts",
-]
+__all__ = ["DEFAULT_SCOPE", "Attempt", "Attempts", "Retrier", "RetrierStatistics", "ScopeStatistics", "SyncAttempts"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -228,19 +227,17 @@ class Retrier:
                         now, judge, label)
 
     def begin_first(self, *, scope: str = DEFAULT_SCOPE, policy: RetryPolicy | None = None) -> FirstAttempt | None:
-        """For integrations that make many calls: begin a call's first attempt at once, before the call
-        has an object of its own, when nothing could make it wait or refuse it; else ``None`` (then use
-        :meth:`attempts`). See :class:`~asyncretry.FirstAttempt`.
+        """Deprecated: use :meth:`attempts`, whose first attempt begins at once when nothing could make it
+        wait or refuse it (``await attempts.start()``).
 
-        Nothing can make it wait or refuse it when the scope's parts are in-process ones, with no
-        first-attempt cost (SPEC's ``initial_try_cost``), a breaker that is closed, and a rate limit
-        (the adaptive limiter, or a fixed one) that has a token now (it is taken), and the policy has no
-        deadline and no per-attempt timeout (those time the call from its start).
-
-        Args:
-            scope: the scope (resource) whose quota, limiter and breaker the call uses.
-            policy: a policy for this call only, as for :meth:`attempts`.
+        Begins a call's first attempt before the call has an object, when nothing could make it wait or
+        refuse it; else ``None``.
         """
+        warnings.warn(
+            "Retrier.begin_first() is deprecated: start every call with Retrier.attempts() "
+            "(its first attempt begins at once when nothing could make it wait)",
+            DeprecationWarning, stacklevel=2,
+        )
         policy = policy if policy is not None else self.policy
         if policy.timed:
             return None
@@ -262,10 +259,8 @@ class Retrier:
         lock = lock if lock is not None else self._lock
         now = self.clock.now()
         with lock:  # the scope table and the retrier's counters are shared by the threads
-            attempts = SyncAttempts(self, self._scopes.get(scope, now), policy if policy is not None else self.policy,
-                                    now, judge=judge, label=label, lock=lock)
-            attempts.ready = _begin_now(attempts)  # the first attempt, when nothing may make it wait (same lock)
-        return attempts
+            return SyncAttempts(self, self._scopes.get(scope, now), policy if policy is not None else self.policy,
+                                now, judge=judge, label=label, lock=lock)
 
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``await fn(*args, **kwargs)`` with retries in the default scope and return its result.
@@ -275,11 +270,10 @@ class Retrier:
         (the others are cancelled): give such a policy only for functions that are safe to run twice.
 
         Raises:
-            Exception: the last real error when the call gives up, with its history attached
-                (:func:`asyncretry.history_of`).
-            RetryCapacityExceeded: the retry quota ran dry (chained to the last error).
-            CircuitOpenError: the circuit breaker is open.
-            RetriesExhausted: the attempts ran out on results judged retryable.
+            Exception: the last real error when the call gives up, whatever stopped the retries, with
+                its history attached (:func:`asyncretry.history_of`; ``gave_up`` says why).
+            CircuitOpenError: the circuit breaker is open (the call made no attempt).
+            RetriesExhausted: the call gave up on a result judged retryable (``why`` says why).
         """
         return await self._call(DEFAULT_SCOPE, fn, args, kwargs)
 

@@ -250,14 +250,17 @@ class Scope:
         else:
             await quota.release(amount)
 
-    def retry_refused_for(self, delay: float) -> bool:
-        """Whether the breaker would still refuse an attempt after sleeping ``delay`` seconds."""
+    def breaker_wait(self) -> float:
+        """The breaker's answer to "when would you admit an attempt?": seconds from now (0 without a breaker).
+
+        A question only: it moves no state (an open circuit whose break is over stays open until
+        ``acquire()``)."""
         breaker = self.breaker
         if breaker is None:
-            return False
+            return 0.0
         if isinstance(breaker, CircuitBreaker):
-            return breaker.retry_after() > delay
-        return breaker.statistics().retry_after > delay
+            return breaker.retry_after()
+        return breaker.statistics().retry_after
 
     def busy(self) -> bool:
         """Whether a task is queued on this scope's rate limits (then it must not be evicted)."""

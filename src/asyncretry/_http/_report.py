@@ -6,7 +6,7 @@ The same for every client: each integration puts a :class:`RetryInfo` where its 
 
 from __future__ import annotations
 
-from .. import Attempts, FirstAttempt, RetryHistory, SyncAttempts
+from .. import Attempts, RetryHistory, SyncAttempts
 
 __all__ = ["RetryInfo", "label_of", "origin_of"]
 
@@ -46,7 +46,7 @@ class RetryInfo:
 
     __slots__ = ("_call", "_history")
 
-    def __init__(self, call: Attempts | SyncAttempts | FirstAttempt) -> None:
+    def __init__(self, call: Attempts | SyncAttempts) -> None:
         # Made for every response, so it only keeps the finished call and reads it when asked.
         self._call = call
         self._history: RetryHistory | None = None

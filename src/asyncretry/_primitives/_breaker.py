@@ -416,11 +416,13 @@ class CircuitBreaker:
     def retry_after(self) -> float:
         """Seconds until :meth:`acquire` would admit an attempt: 0 while the circuit is closed (reads no
         clock then), the rest of the break while open, ``inf`` while isolated (as
-        :attr:`BreakerStatistics.retry_after`, without making a snapshot)."""
+        :attr:`BreakerStatistics.retry_after`, without making a snapshot). A question only: it changes
+        no state and emits no event."""
         if self._state is _CLOSED:
             return 0.0
         now = self._clock.now()
-        self._refresh(now)
+        if self._state is _OPEN and now >= self._until:
+            return 0.0  # the break is over: the next acquire() admits a probe (and moves the state, not this)
         return self._retry_after(now)
 
     def statistics(self) -> BreakerStatistics:

@@ -8,7 +8,7 @@ the engine applies as it does to any other integration::
     interceptor                                       engine
     -----------                                       ------
     retrier.attempts(scope, judge, label)        ->   the call
-    begin_now() / start()                        ->   an attempt (after backoff, quota, limits, breaker)
+    start()                                      ->   an attempt (after backoff, quota, limits, breaker)
     continuation(details + remaining timeout
       + grpc-previous-rpc-attempts); await it
     AioRpcError: attempt.classify_error(status,
@@ -169,13 +169,11 @@ class RetryInterceptors(Planner):
     async def _rounds(self, attempts: Attempts, deadline: _Deadline | None, send: Any) -> Any:
         """The attempts of a call that is not hedged, one after the other, until the engine is done."""
         result = None
-        attempt: Attempt | None = attempts.begin_now()
-        while attempt is not None or (attempt := await attempts.start()) is not None:
+        while (attempt := await attempts.start()) is not None:
             async with attempt:
                 result = await self._send(attempt, deadline, send)
             if attempts.done:
                 break
-            attempt = None
         return result
 
     async def _send(self, attempt: Attempt, deadline: _Deadline | None, send: Any, lift: bool = True) -> Any:

@@ -1,5 +1,9 @@
 """asyncretry's errors as httpx users catch them: ``except httpx.HTTPError`` sees everything the transports raise.
 
+A request that was sent ends with httpx's own error (or the response), whatever stopped its retries;
+these classes are for what asyncretry decides itself: a request refused before it was sent, an attempt
+cut short by its own time limit.
+
 Each class is both the asyncretry error (``except asyncretry.CircuitOpenError`` still works, with its
 attributes and attempt history) and an httpx transport error (its ``request`` is the request that
 failed)::
@@ -75,15 +79,23 @@ _AS_HTTPX: dict[type[AsyncRetryError], type[AsyncRetryError]] = {
 
 
 def as_httpx_error(error: AsyncRetryError, request: httpx.Request) -> AsyncRetryError:
-    """The same error object, now also the matching httpx error for ``request``.
+    """The error as the class above that is also the matching httpx error, for ``request``.
 
-    The object keeps its identity, attributes, cause and attempt history: only its class becomes the
-    subclass above that is also an httpx error. An error of another class is returned as it is.
+    A new instance of that class (defined by inheriting from both, never by changing an object's class)
+    with everything the error carries: its arguments and attributes, the attempt history, its notes,
+    cause, context and traceback. An error of another class is returned as it is.
     """
     dual = _AS_HTTPX.get(type(error))
     if dual is None:
         return error  # already one of the classes above, or an error of another class
-    error.__class__ = dual
-    assert isinstance(error, httpx.HTTPError)
-    error.request = request
-    return error
+    twin = dual.__new__(dual)
+    twin.args = error.args
+    twin.__dict__.update(vars(error))
+    notes = getattr(error, "__notes__", None)
+    if notes is not None:
+        twin.__notes__ = list(notes)
+    twin.__cause__, twin.__context__ = error.__cause__, error.__context__
+    twin.__suppress_context__ = error.__suppress_context__
+    assert isinstance(twin, httpx.HTTPError)
+    twin.request = request
+    return twin.with_traceback(error.__traceback__)

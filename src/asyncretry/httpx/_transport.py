@@ -1,36 +1,29 @@
 """`AsyncRetryTransport` and `RetryTransport`: every request of an httpx client made resilient.
 
 Both wrap another transport (default: httpx's own, built from the options given) and drive each request
-through the retry engine, as a thin loop over its public integration API. A 503 then a 200, hop by hop::
+through the retry engine, as one loop over its public integration API: ``Retrier.attempts()`` starts
+the call, ``start()`` begins each attempt (waiting for what it needs), ``async with attempt`` judges and
+settles it. A 503 then a 200::
 
     transport                                   engine
     ---------                                   ------
-    retrier.begin_first(scope)            ->    admitted at once: attempt 1 (no call object yet)
-    send; 503: not a plain success
-    first.go_on(judge=plan.judge); judge  ->    the call takes attempt 1 over; leaving `async with
-    the 503 in `async with attempt`             attempt`: judged (may it be sent again?), the limiter
-                                                and breaker told, the core decides: RETRY after d s
-    close the 503; attempts.start()       ->    sleeps d, admitted: attempt 2
+    retrier.attempts(judge=plan.judge)    ->    the call (its first attempt admitted at once when
+                                                nothing can make it wait)
+    attempts.start(); send; 503           ->    leaving `async with attempt`: judged (may it be sent
+                                                again?), the limiter and breaker told: RETRY after d s
+    attempts.start()                      ->    sleeps d, admitted: attempt 2 (the 503 is closed now)
     send; 200; leave `async with attempt` ->    a success: the quota refunded, the call DONE
     return the 200 with its RetryInfo
 
-A 200 at once: ``begin_first``, send, ``first.succeeded()`` (the rule every success follows), return.
-A request with overrides (or when something may make its first attempt wait) starts with
-``retrier.attempts(judge=plan.judge)`` instead, and goes on the same way.
-
-Four hops between transport and engine; every rule (classification, the quota, the delay, giving up,
-whether a request may be sent again) is decided in one place, on every path, timeouts included.
+Every rule (classification, the quota, the delay, giving up, whether it may be resent) has one place.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Iterable, Mapping
-from functools import partial
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-import anyio
 import httpx
 
 from .. import (
@@ -45,15 +38,16 @@ from .. import (
     Retrier,
     RetrierStatistics,
     RetryPolicy,
+    SyncAttempts,
 )
-from .._http._body import decode_bounded
 from .._http._setup import build_retrier, check_options, error_body_budget
-from ._classify import HttpClassifier, PrefixedStream, headers_read
+from ._classify import HttpClassifier, headers_read
 from ._detached import send_detached
 from ._errors import as_httpx_error
+from ._peek import peek_async, peek_sync
 from ._plan import Plan, plan_request
 from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
-from ._streams import Remaining, Stalled, discard
+from ._streams import discard
 
 __all__ = [
     "EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "describe", "retry_info", "scope_by_origin",
@@ -102,8 +96,6 @@ class _Base:
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None
-        #: a request without overrides is retried by the transport's own settings alone
-        self._plain = not self.read_body and self.policy.hedging is None
 
     @property
     def policy(self) -> RetryPolicy:
@@ -126,10 +118,6 @@ class _Base:
             self._single = self.policy.replace(max_attempts=1)
         return self._single
 
-    def _outcome(self, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]) -> Outcome:
-        """What a response says of its attempt: its kind from status and error code, the delay the server asks."""
-        return self.classifier.response_outcome(response.status_code, response, headers, body, self._wall_clock)
-
     def _in_memory(self, response: httpx.Response) -> bytes | None:
         """The (decoded) body of a response that is already read, as mock transports give them;
         ``None`` when it is longer than ``max_error_body``.
@@ -140,22 +128,30 @@ class _Base:
         content = response.content
         return content if len(content) <= self.classifier.max_error_body else None
 
-    def _peeked(self, response: httpx.Response, raw: bytes, rest: Any) -> tuple[httpx.Response, bytes | None]:
-        """The response with the bytes read from it put back in front of its stream, and the body decoded
-        (``max_error_body`` bounds the decoded bytes too: a compressed bomb is not inflated)."""
-        response.stream = PrefixedStream(raw, rest)
-        if rest is not None:
-            return response, None
-        return response, decode_bounded(response.headers, raw, self.classifier.max_error_body)
-
     def _judge(
         self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]
     ) -> Outcome:
-        """Mark the attempt with what a response that needs judging says of it; returns that outcome."""
-        outcome = self._outcome(response, body, headers)
+        """Mark the attempt with what a response that needs judging says of it (its kind from status and
+        error code, the delay the server asks); returns that outcome."""
+        outcome = self.classifier.response_outcome(response.status_code, response, headers, body, self._wall_clock)
         if outcome.kind is not _SUCCESS:
             attempt.classify_result(outcome)
         return outcome
+
+
+def _answered(response: httpx.Response | None, attempts: Attempts | SyncAttempts) -> httpx.Response:
+    """The response a call ended with, carrying its :class:`RetryInfo`."""
+    assert response is not None
+    response.extensions[EXTENSION] = RetryInfo(attempts)
+    return response
+
+
+def _refused(error: BaseException, request: httpx.Request) -> AsyncRetryError:
+    """What asyncretry itself refused ``request`` with, as an httpx error too; anything else (the request's
+    own error, a cancellation) is raised again as it is."""
+    if not isinstance(error, AsyncRetryError):
+        raise error
+    return as_httpx_error(error, request)
 
 
 T = TypeVar("T", httpx.AsyncBaseTransport, httpx.BaseTransport)
@@ -245,49 +241,29 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        first = key = None
-        if self._plain and EXTENSION not in request.extensions and type(request.stream) is httpx.ByteStream:
-            # The usual request (no overrides, a body of bytes): its first attempt may begin before the
-            # call has an object; a success with nothing to judge then ends the call without one.
-            key = self._scope_key(request)
-            first = self.retrier.begin_first(scope=key)
-        sent: httpx.Response | Exception | None = None
-        if first is not None:
-            try:
-                sent = await self._transport.handle_async_request(request)
-            except Exception as error:
-                sent = error
-            else:
-                if self.classifier.plain_success(sent.status_code):
-                    sent.extensions[EXTENSION] = RetryInfo(first.succeeded(partial(describe, request)))
-                    return sent
-            # Anything else is judged in the call, like any attempt's outcome.
-            plan = self._plan(request, first.scope_key)
-            attempts, attempt = first.go_on(judge=plan.judge, label=plan.label)
-            next_attempt: Attempt | None = attempt
-        else:
-            plan = self._plan(request, key)
-            attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
-            if plan.hedging is not None:
-                return await self._hedged(request, plan, attempts, plan.hedging)
-            next_attempt = attempts.begin_now()  # the first attempt of most calls: nothing to wait for
+        plan = self._plan(request)
+        attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
+        if plan.hedging is not None:
+            return await self._hedged(request, plan, attempts, plan.hedging)
+        # A retried response is kept until the next attempt begins: if the call is refused that attempt
+        # (an empty quota, an open breaker ...), it ends with that response, its last real outcome.
         response: httpx.Response | None = None
         try:
-            while next_attempt is not None or (next_attempt := await attempts.start()) is not None:
-                attempt, next_attempt = next_attempt, None
+            while (attempt := await attempts.start()) is not None:
                 if attempt.number > 1:
+                    await discard(response)
                     plan.rewind()
-                given, sent, response = sent, None, None
+                response = None
                 async with attempt:
-                    response = await self._send(attempt, request, plan, attempts, given)
+                    response = await self._send(attempt, request, plan, attempts)
                 if attempts.done:
                     break
-                await discard(response)
-        except AsyncRetryError as error:
-            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
-        assert response is not None
-        response.extensions[EXTENSION] = RetryInfo(attempts)
-        return response
+        except BaseException as error:
+            await discard(response)
+            refused = _refused(error, request)
+        else:
+            return _answered(response, attempts)
+        raise refused  # also an httpx.HTTPError; raised here, outside the handler of the original
 
     async def _hedged(
         self, request: httpx.Request, plan: Plan, attempts: Attempts, config: HedgingConfig
@@ -301,26 +277,22 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                 config, lambda attempt: self._send(attempt, request, plan, attempts, detached=detached), discard
             )
         except AsyncRetryError as error:
-            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
-        response.extensions[EXTENSION] = RetryInfo(attempts)
-        return response
+            refused = as_httpx_error(error, request)
+        else:
+            return _answered(response, attempts)
+        raise refused
 
     async def _send(
-        self, attempt: Attempt, request: httpx.Request, plan: Plan, attempts: Attempts,
-        sent: httpx.Response | Exception | None = None, *, detached: bool = False,
+        self, attempt: Attempt, request: httpx.Request, plan: Plan, attempts: Attempts, *, detached: bool = False,
     ) -> httpx.Response:
-        """One attempt: send (unless ``sent`` is what the attempt already gave; in a task of its own if
-        ``detached``), judge the response (marking the attempt), classify any error, re-raise it."""
+        """One attempt: send (in a task of its own if ``detached``), judge the response (marking the attempt),
+        classify any error, re-raise it."""
         response = None
         try:
             if detached:
                 response = await send_detached(self._transport, request)
-            elif sent is None:
-                response = await self._transport.handle_async_request(request)
-            elif isinstance(sent, Exception):
-                raise sent  # noqa: TRY301  (the first attempt's error, judged here like any attempt's)
             else:
-                response = sent
+                response = await self._transport.handle_async_request(request)
             if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
             headers = headers_read(response.headers)
@@ -346,39 +318,8 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
 
     async def _peek_body(self, response: httpx.Response, attempts: Attempts) -> tuple[httpx.Response, bytes | None]:
         """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout``, kept for the caller."""
-        limit = self.classifier.max_error_body
         budget = error_body_budget(self.error_body_timeout, attempts.remaining(self.retrier.clock.now()))
-        chunks: list[bytes] = []
-        size = 0
-        stream = response.stream
-        iterator = stream.__aiter__()  # type: ignore[union-attr]
-        finished = True
-        stalled = False
-        try:
-            with anyio.move_on_after(budget) as waited:
-                async for chunk in iterator:
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size > limit:
-                        finished = False
-                        break
-            stalled = waited.cancelled_caught
-        except httpx.ReadTimeout:
-            stalled = True  # httpx's own read timeout came first: the same as running out of budget
-        except Exception:
-            await response.aclose()
-            raise
-        raw = b"".join(chunks)
-        if stalled:
-            # The body did not come in time: judge the response by its status and headers; whoever reads
-            # its body later gets what came, then an httpx.ReadTimeout (never a silently short body).
-            response.stream = PrefixedStream(raw, Stalled(stream, budget))
-            return response, None
-        if finished:
-            # Read to the end, the stream still holds its connection until it is closed: close it now,
-            # the caller gets the bytes from memory (the response itself stays open for the caller).
-            await stream.aclose()  # type: ignore[union-attr]
-        return self._peeked(response, raw, None if finished else Remaining(iterator, stream))
+        return await peek_async(response, self.classifier.max_error_body, budget)
 
     @property
     def inner(self) -> httpx.AsyncBaseTransport:
@@ -444,23 +385,25 @@ class RetryTransport(_Base, httpx.BaseTransport):
         if plan.hedging is not None:
             raise ValueError(_SYNC_HEDGING)
         attempts = self.retrier.sync_attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
-        response: httpx.Response | None = None
+        response: httpx.Response | None = None  # kept until the next attempt begins, as in the async transport
         try:
             while (attempt := attempts.start()) is not None:
                 if attempt.number > 1:
+                    if response is not None:
+                        response.close()
                     plan.rewind()
                 response = None
                 with attempt:
                     response = self._send(attempt, request, plan)
                 if attempts.done:
                     break
-                if response is not None:
-                    response.close()
-        except AsyncRetryError as error:
-            raise as_httpx_error(error, request)  # noqa: B904  (the same object, now also an httpx.HTTPError)
-        assert response is not None
-        response.extensions[EXTENSION] = RetryInfo(attempts)
-        return response
+        except BaseException as error:
+            if response is not None:
+                response.close()
+            refused = _refused(error, request)
+        else:
+            return _answered(response, attempts)
+        raise refused
 
     def _send(self, attempt: Attempt, request: httpx.Request, plan: Plan) -> httpx.Response:
         response = None
@@ -488,30 +431,8 @@ class RetryTransport(_Base, httpx.BaseTransport):
         return response
 
     def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
-        limit = self.classifier.max_error_body
-        chunks: list[bytes] = []
-        size = 0
-        stream = response.stream
-        iterator = iter(cast(Iterable[bytes], stream))
-        finished = True
-        try:
-            for chunk in iterator:
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    finished = False
-                    break
-        except httpx.ReadTimeout:
-            # A blocking read cannot be given a budget of its own: httpx's read timeout is the budget.
-            # As in the async transport, the response is then judged by its status and headers.
-            response.stream = PrefixedStream(b"".join(chunks), Stalled(stream, math.nan))
-            return response, None
-        except Exception:
-            response.close()
-            raise
-        if finished:
-            stream.close()  # type: ignore[union-attr]  # as in the async transport: release the connection now
-        return self._peeked(response, b"".join(chunks), None if finished else Remaining(iterator, stream))
+        """As the async transport's, within httpx's own read timeout (a blocking read has no budget of its own)."""
+        return peek_sync(response, self.classifier.max_error_body)
 
     @property
     def inner(self) -> httpx.BaseTransport:

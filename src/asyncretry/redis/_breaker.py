@@ -1,6 +1,6 @@
 """RedisCircuitBreaker: one circuit breaker for a whole fleet, its state machine run by a script on Redis.
 
-It implements :class:`~asyncretry._primitives._shared.RemoteBreaker` (``await acquire()``,
+It implements :class:`~asyncretry.protocols.RemoteBreaker` (``await acquire()``,
 ``await record(success=, probe=)``, a synchronous ``release(probe)``) and holds a local
 :class:`~asyncretry.CircuitBreaker` with the same config as its fail-open fallback.
 

@@ -70,7 +70,7 @@ class RedisBucketStatistics(BucketStatistics):
 class RedisTokenBucket(_Linked):
     """A token bucket shared through Redis: ``rate`` tokens per second for a whole fleet, up to ``capacity``.
 
-    It implements :class:`~asyncretry._primitives._shared.RemoteBucket`: :meth:`acquire`,
+    It implements :class:`~asyncretry.protocols.RemoteBucket`: :meth:`acquire`,
     :meth:`try_acquire`, :meth:`release` and :meth:`time_until_available` ask the server (one round
     trip each); :attr:`available` and :meth:`statistics` answer from the last round trip. It holds a
     local :class:`~asyncretry.AsyncTokenBucket` with the same rate and capacity as its fail-open fallback.

@@ -1,6 +1,6 @@
 """RedisRetryBudget: the retry budget's sliding window kept on Redis, so that a fleet shares one budget.
 
-Built by composition: it implements :class:`~asyncretry._primitives._shared.RemoteBudget` and keeps a
+Built by composition: it implements :class:`~asyncretry.protocols.RemoteBudget` and keeps a
 local :class:`~asyncretry.RetryBudget` with the same config, which counts this process's own requests and
 retries all along and answers while Redis cannot be reached (``on_unavailable="fail_open"``).
 

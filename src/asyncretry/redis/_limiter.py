@@ -123,7 +123,7 @@ class RedisAdaptiveRateLimiter(_Linked):
     (``Retrier(policy, limiter=lambda key: RedisAdaptiveRateLimiter(backend, name=key))``).
     See the module documentation for the design.
 
-    It implements :class:`~asyncretry._primitives._shared.RemoteLimiter`, and only that: it is not an
+    It implements :class:`~asyncretry.protocols.RemoteLimiter`, and only that: it is not an
     :class:`~asyncretry.AdaptiveRateLimiter` (it cannot answer ``try_acquire()`` without a round trip),
     but keeps one as its fail-open fallback, fed with this process's responses all along.
 

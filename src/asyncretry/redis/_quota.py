@@ -1,6 +1,6 @@
 """RedisRetryQuota: the AWS retry quota ("retry token bucket") shared by a fleet through Redis.
 
-It implements :class:`~asyncretry._primitives._shared.RemoteQuota`: every question that needs the
+It implements :class:`~asyncretry.protocols.RemoteQuota`: every question that needs the
 server is a coroutine (:meth:`~RedisRetryQuota.try_acquire`, :meth:`~RedisRetryQuota.acquire`,
 :meth:`~RedisRetryQuota.release`), one script each. It holds a local :class:`~asyncretry.RetryQuota`
 with the same config as its fail-open fallback, and does not pretend to be one.
