@@ -210,8 +210,9 @@ async def test_an_open_breaker_is_an_aiohttp_error_and_a_circuit_open_error(clos
     assert isinstance(caught.value, CircuitOpenError)
 
 
-async def test_a_spent_quota_is_an_aiohttp_error(server: FaultServer, app: FaultyApp) -> None:
-    """When the retry quota refuses a retry, the error is an aiohttp.ClientError and a RetryCapacityExceeded."""
+async def test_a_spent_quota_ends_with_the_real_aiohttp_error(server: FaultServer, app: FaultyApp) -> None:
+    """When the retry quota refuses a retry, the call ends with its last real error (the connection reset, an
+    aiohttp.ClientError, never a RetryCapacityExceeded), whose history says the quota stopped it."""
     retrier = Retrier(POLICY)
     middleware = RetryMiddleware(retrier=retrier)
     async with session(middleware) as client:
@@ -222,10 +223,16 @@ async def test_a_spent_quota_is_an_aiohttp_error(server: FaultServer, app: Fault
                     pass
             except aiohttp.ClientError as error:
                 caught.append(error)
-                if isinstance(error, RetryCapacityExceeded):
+                history = history_of(error)
+                if history is not None and history.gave_up == "quota":
                     break
     assert caught
-    assert isinstance(caught[-1], RetryCapacityExceeded)
+    last = caught[-1]
+    assert isinstance(last, aiohttp.ClientOSError)
+    assert not isinstance(last, RetryCapacityExceeded)
+    history = history_of(last)
+    assert history is not None
+    assert history.gave_up == "quota"
 
 
 async def test_connections_are_back_to_baseline_after_1000_retried_requests(

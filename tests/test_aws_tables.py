@@ -31,12 +31,10 @@ import aws_fake
 from asyncretry import (
     ExponentialBackoff,
     Retrier,
-    RetryCapacityExceeded,
     RetryPolicy,
     RetryQuota,
     RetryQuotaConfig,
     botocore_classifier,
-    history_of,
 )
 from asyncretry.aws import install, retry_history
 from asyncretry.testing import VirtualClock
@@ -120,18 +118,13 @@ def _check(case: dict[str, Any], app: FakeAws, setup: Setup, slept: list[float],
         assert result["ResponseMetadata"]["RetryAttempts"] == len(steps) - 1
         return
     assert error is not None
-    if outcome == "retry_quota_exceeded":
-        assert isinstance(error, RetryCapacityExceeded), repr(error)
-        history = history_of(error)
-        assert history is not None
-        assert history.gave_up == "quota"
-        assert len(history.attempts) == len(steps)
-        error = error.__cause__
-    else:
-        history = retry_history(error)  # the SDK's own error for the last response, the engine's history kept
-        assert history is not None
-        assert history.gave_up == {"max_attempts_exceeded": "max_attempts", "fail_request": "not_retryable"}[outcome]
-        assert len(history.attempts) == len(steps)
+    # Whatever stopped the retries (the attempts, the quota), the call ends with the SDK's own error for the
+    # last response, the engine's history kept with it.
+    history = retry_history(error)
+    assert history is not None
+    assert history.gave_up == {"max_attempts_exceeded": "max_attempts", "fail_request": "not_retryable",
+                               "retry_quota_exceeded": "quota"}[outcome]
+    assert len(history.attempts) == len(steps)
     assert isinstance(error, ClientError), repr(error)
     assert error.response["ResponseMetadata"]["HTTPStatusCode"] == last["status_code"]
     if "error_code" in last:
