@@ -1,4 +1,4 @@
-"""The hedging driver: one call's attempts raced in an anyio task group (issue #18).
+"""The hedging driver: one call's attempts raced in an anyio task group.
 
 A round of a hedged call starts one attempt (the first, or a retry after its backoff); each time the
 hedging delay passes without an answer, the round sends a hedge (another attempt of the same call,
