@@ -46,10 +46,17 @@ FAST = RetryPolicy(max_attempts=4, backoff=FixedBackoff(0.001), throttling_backo
 UNAVAILABLE, EXHAUSTED = grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
-    """grpc.aio runs on asyncio only."""
+    """grpc.aio runs on asyncio only (tests/test_grpc_trio.py checks that trio is refused)."""
     return "asyncio"
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def one_event_loop() -> AsyncIterator[None]:
+    """The module's tests share one event loop: grpc.aio hands each completion to the loop of the call or
+    server it belongs to, and a late one (a server stopped at once) must not meet a loop already closed."""
+    yield  # noqa: PT022  (the loop lives as long as this fixture does: until the module's last test)
 
 
 @dataclass
@@ -526,12 +533,3 @@ def test_the_interceptors_are_three_and_the_channel_options_turn_grpc_retries_of
     ]
     assert ("grpc.enable_retries", 0) in CHANNEL_OPTIONS
     assert len(retry) == 3
-
-
-@pytest.mark.parametrize("anyio_backend", ["trio"])
-async def test_trio_is_refused_with_a_clear_error() -> None:
-    """grpc.aio has no trio support: making the interceptors or a channel under trio says so."""
-    with pytest.raises(RuntimeError, match="asyncio only"):
-        RetryInterceptors()
-    with pytest.raises(RuntimeError, match="asyncio only"):
-        insecure_channel("127.0.0.1:1", retry=None)
