@@ -40,8 +40,9 @@ from .. import (
     RetryPolicy,
     SyncAttempts,
 )
+from .._http._rules import read_headers
 from .._http._setup import build_retrier, check_options, error_body_budget
-from ._classify import HttpClassifier, headers_read
+from ._classify import HttpClassifier
 from ._detached import send_detached
 from ._errors import as_httpx_error
 from ._peek import peek_async, peek_sync
@@ -295,9 +296,9 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                 response = await self._transport.handle_async_request(request)
             if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
-            headers = headers_read(response.headers)
+            headers = read_headers(response.headers.raw)
             body = None
-            if self.classifier.wants_body(response, headers):
+            if self.classifier.wants_error_body(response.status_code, headers):
                 try:
                     body = self._in_memory(response)
                 except httpx.ResponseNotRead:  # still a stream (a real connection): read its start
@@ -411,9 +412,9 @@ class RetryTransport(_Base, httpx.BaseTransport):
             response = self._transport.handle_request(request)
             if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response
-            headers = headers_read(response.headers)
+            headers = read_headers(response.headers.raw)
             body = None
-            if self.classifier.wants_body(response, headers):
+            if self.classifier.wants_error_body(response.status_code, headers):
                 try:
                     body = self._in_memory(response)
                 except httpx.ResponseNotRead:
