@@ -26,8 +26,10 @@ from asyncretry import (
     Retrier,
     RetriesExhausted,
     RetryBudgetConfig,
+    RetryHistory,
     RetryPolicy,
     RetryQuotaConfig,
+    attach_history,
     history_of,
 )
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
@@ -287,3 +289,13 @@ async def test_500_concurrent_requests_with_the_quota_drained_fail_with_real_htt
     assert not any(type(error).__module__.startswith("asyncretry") for error in failures)
     assert "quota" in reasons  # the quota was drained: retries were refused, and the calls ended as they were
     assert set(statuses) <= {200, 503}
+
+
+def test_attach_history_is_what_history_of_reads_with_a_note() -> None:
+    """attach_history puts a history on an error an integration raises itself: history_of reads it, and the
+    error's notes carry its one-line summary."""
+    history = RetryHistory(scope="orders", attempts=(), elapsed=0.0, gave_up="not_retryable")
+    error = ConnectionResetError("after the first message")
+    attach_history(error, history)
+    assert history_of(error) is history
+    assert error.__notes__ == [history.summary()]

@@ -22,6 +22,7 @@ from asyncretry import (
     CircuitBreakerConfig,
     CircuitOpenError,
     FixedBackoff,
+    GaveUp,
     HedgingConfig,
     OutcomeKind,
     Retrier,
@@ -312,6 +313,30 @@ async def test_a_hedged_call_that_never_answers_ends_at_its_deadline(server: tup
     assert all(s.time_remaining is not None and s.time_remaining <= 0.5 for s in app.seen)
 
 
+async def test_a_hedged_call_at_its_deadline_ends_with_grpcs_error_and_its_history(
+    server: tuple[Scripted, str],
+) -> None:
+    """A hedged call cut by its deadline ends with gRPC's DEADLINE_EXCEEDED (an AioRpcError) carrying the
+    history: both attempts, cancelled, the second a hedge, gave_up "deadline"; counted as a failed call."""
+    app, target = server
+    app.script = ["hang", "hang"]
+    events: list[GaveUp] = []
+    retry = RetryInterceptors(target=target, policy=FAST.replace(hedging=HedgingConfig(delay=0.05, budget_ratio=1.0)))
+    retry.retrier.subscribe(lambda event: events.append(event) if isinstance(event, GaveUp) else None)
+    async with insecure_channel(target, retry=retry) as ch:
+        with pytest.raises(aio.AioRpcError) as caught:
+            await ch.unary_unary(f"/{SERVICE}/Unary")(b"x", timeout=0.5)
+    assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "deadline"
+    assert [(a.number, a.kind, a.hedge) for a in history.attempts] == [
+        (1, OutcomeKind.CANCELLED, False), (2, OutcomeKind.CANCELLED, True),
+    ]
+    assert [(e.why, e.attempts) for e in events] == [("deadline", 2)]
+    assert retry.statistics().failures == 1
+
+
 # ------------------------------------------------------------------------------------------ hedging
 async def test_a_hedge_answers_for_a_replica_that_hangs(server: tuple[Scripted, str]) -> None:
     """With hedging, a first attempt that hangs is overtaken by a hedge (carrying grpc-previous-rpc-attempts),
@@ -361,7 +386,8 @@ async def test_a_stream_that_failed_before_its_first_message_is_retried(server: 
 
 
 async def test_a_stream_that_delivered_a_message_is_never_retried(server: tuple[Scripted, str]) -> None:
-    """Once a response stream delivered a message, its later failure reaches the caller; no retry."""
+    """Once a response stream delivered a message, its later failure reaches the caller, not retried, with
+    the call's history: one attempt, failed with that status, gave_up "not_retryable"."""
     app, target = server
     app.script = ["one-then-fail"]
     received: list[bytes] = []
@@ -375,6 +401,12 @@ async def test_a_stream_that_delivered_a_message_is_never_retried(server: tuple[
     assert received == [b"first"]
     assert caught.value.code() is UNAVAILABLE
     assert len(app.seen) == 1
+    history = history_of(caught.value)
+    assert history is not None
+    assert history.gave_up == "not_retryable"
+    assert [(a.kind, a.reason) for a in history.attempts] == [
+        (OutcomeKind.NOT_RETRYABLE, "UNAVAILABLE after a message"),
+    ]
 
 
 async def test_a_request_list_is_sent_again_whole(server: tuple[Scripted, str]) -> None:

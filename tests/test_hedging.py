@@ -26,6 +26,7 @@ from asyncretry import (
     Classifier,
     Event,
     FixedBackoff,
+    GaveUp,
     HedgeSent,
     HedgingConfig,
     OutcomeKind,
@@ -231,6 +232,39 @@ async def test_the_history_marks_hedges_and_the_attempts_that_overlapped() -> No
         (2, OutcomeKind.TRANSIENT, True, None, approx(0.05)),
     ]
     assert (history.gave_up, history.hedges, history.elapsed) == ("max_attempts", 1, approx(0.3))
+
+
+async def test_a_hedged_call_cut_by_a_deadline_gives_up_with_its_attempts() -> None:
+    """A hedged call cancelled by an enclosing deadline records its running attempts as CANCELLED; the error an
+    integration makes for it (Attempts.give_up) carries that history with why, counted and reported once."""
+    op = Script(1.0, 1.0)
+    shared = retrier()
+    ended: list[Any] = []
+    shared.subscribe(lambda event: ended.append(event.why) if isinstance(event, GaveUp) else None)
+    attempts = shared.attempts()
+    with anyio.move_on_after(0.3) as scope:
+        await attempts.hedged(hedging(), lambda _attempt: op())
+    assert scope.cancelled_caught
+    assert sorted(op.cancelled) == [1, 2]
+    error = TimeoutError("the call's deadline")
+    await attempts.give_up(error, "deadline")
+    history = history_of(error)
+    assert history is not None
+    assert [(a.number, a.kind, a.reason, a.hedge, a.duration) for a in history.attempts] == [
+        (1, OutcomeKind.CANCELLED, "cancelled", False, approx(0.3)),
+        (2, OutcomeKind.CANCELLED, "cancelled", True, approx(0.2)),
+    ]
+    assert (history.gave_up, ended, shared.statistics().failures) == ("deadline", ["deadline"], 1)
+    with pytest.raises(RuntimeError, match="already ended \\(deadline\\)"):
+        await attempts.give_up(TimeoutError(), "deadline")
+
+
+async def test_a_call_that_succeeded_cannot_give_up() -> None:
+    """Attempts.give_up is refused, clearly, for a call that already ended with a success."""
+    attempts = retrier().attempts()
+    assert await attempts.hedged(hedging(), lambda _attempt: Script(0.01)()) == 1
+    with pytest.raises(RuntimeError, match="already ended \\(succeeded\\)"):
+        await attempts.give_up(TimeoutError(), "deadline")
 
 
 async def test_a_won_race_records_the_loser_as_cancelled() -> None:

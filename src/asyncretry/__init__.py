@@ -111,6 +111,7 @@ from ._engine._hedging import HedgeStatistics as HedgeStatistics
 from ._engine._hedging import HedgingConfig as HedgingConfig
 from ._engine._history import AttemptRecord as AttemptRecord
 from ._engine._history import RetryHistory as RetryHistory
+from ._engine._history import attach_history as attach_history
 from ._engine._history import history_of as history_of
 from ._engine._overrides import RequestOverrides as RequestOverrides
 from ._engine._overrides import parse_overrides as parse_overrides
@@ -215,6 +216,7 @@ __all__ = [
     "Step",
     "SyncAttempts",
     "Throttled",
+    "attach_history",
     "botocore_classifier",
     "error_code_of",
     "history_of",

@@ -30,10 +30,12 @@ from .._exceptions import BackendUnavailable, CircuitOpenError, RateLimitTimeout
 from .._primitives._breaker import CircuitBreaker
 from .._primitives._bucket import AsyncTokenBucket
 from .._primitives._budget import RetryBudget
+from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
 from ._call import DONE, RETRY, Call, Judge, Label, Step
+from ._classify import Outcome
 from ._hedged import Discard, Send, run_hedged
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
@@ -242,6 +244,23 @@ class Attempts(Call):
                 refused the next attempt (as :meth:`start`).
         """
         return await run_hedged(self, config, send, discard)
+
+    async def give_up(self, error: Exception, why: str) -> None:
+        """End the call with ``error``, an error the integration made for it because no attempt can end it
+        (the call's deadline passed while hedges ran, or between attempts): the history, with ``why``
+        (``"deadline"`` ...), is attached to it (:func:`asyncretry.history_of`), and the call counts and is
+        reported (:class:`~asyncretry.GaveUp`, ``on_give_up``) as giving up.
+
+        Raises:
+            RuntimeError: the call already ended (it succeeded or gave up).
+        """
+        if self.gave_up is not None or self._final is not None:
+            raise RuntimeError(f"the call already ended ({self.gave_up or 'succeeded'}): it cannot give up again")
+        self._give_up_common(error, why, self.retrier.clock.now())
+        if self.policy.on_give_up is not None:
+            self.hook = GiveUpInfo(self.scope.key, Outcome(OutcomeKind.NOT_RETRYABLE, why, error), self.history())
+        deliver(self)
+        await self._finish()
 
     # -------------------------------------------------------------------------------- end
     async def end(self, attempt: Attempt, error: Exception | None) -> bool:

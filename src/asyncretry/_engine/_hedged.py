@@ -82,6 +82,10 @@ async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], disca
             step = await race.run(attempt)
         except BaseException as error:
             if not isinstance(error, Exception):
+                now = call.retrier.clock.now()
+                for running in race.running.values():  # in the history, should the call end with an error
+                    call._overlap(running.number, running._started, now - running._started, OutcomeKind.CANCELLED,
+                                  "cancelled", None)
                 call.abandon()  # cancelled: never retried, never delayed
                 await _drop(discard, race.value)  # a result that came in before the cancellation: nobody reads it
             raise

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .._primitives._kinds import OutcomeKind
 
-__all__ = ["AttemptRecord", "RetryHistory", "hedged_records", "history_of"]
+__all__ = ["AttemptRecord", "RetryHistory", "attach_history", "hedged_records", "history_of"]
 
 _ATTRIBUTE = "__asyncretry_history__"
 
@@ -89,7 +89,11 @@ def history_of(error: BaseException) -> RetryHistory | None:
 
 
 def attach_history(error: BaseException, history: RetryHistory) -> None:
-    """Attach ``history`` to ``error`` (readable with :func:`history_of`) and add a note with its summary."""
+    """Attach ``history`` to ``error`` (readable with :func:`history_of`) and add a note with its summary.
+
+    For integrations whose call fails after the retry engine is done with it (a response stream that fails
+    after its first message, which is never retried): the caller gets the error with the call's history.
+    """
     with contextlib.suppress(AttributeError, TypeError):  # __slots__ exceptions cannot carry it; the note can
         setattr(error, _ATTRIBUTE, history)
     error.add_note(history.summary())

@@ -27,6 +27,7 @@ import asyncio
 import math
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -34,7 +35,7 @@ import anyio
 import grpc
 from grpc import aio
 
-from .. import Attempt, Attempts, HedgingConfig
+from .. import Attempt, Attempts, HedgingConfig, OutcomeKind, RetryHistory, attach_history
 from ._plan import ATTEMPTS_KEY, Planner, attempt_metadata
 
 __all__ = ["ATTEMPTS_KEY", "CHANNEL_OPTIONS", "RetryInterceptors", "insecure_channel", "secure_channel"]
@@ -86,23 +87,42 @@ class _Deadline:
         self.at = at
 
 
-def _deadline_error(attempts: Attempts) -> aio.AioRpcError:
+async def _deadline_error(attempts: Attempts) -> aio.AioRpcError:
     """gRPC's status for a call whose deadline passed while the engine waited for the next attempt, or while
-    a hedged call's attempts ran (the deadline's scope cancelled them); the history is in its notes."""
+    a hedged call's attempts ran (the deadline's scope cancelled them); the call gives up on it (``"deadline"``),
+    so its history is attached."""
     error = aio.AioRpcError(
         grpc.StatusCode.DEADLINE_EXCEEDED, aio.Metadata(), aio.Metadata(), details="Deadline Exceeded"
     )
-    error.add_note(attempts.history().summary())
+    if attempts.gave_up is None:
+        await attempts.give_up(error, "deadline")
+    else:  # the deadline cancelled the call's ending (its on_give_up hook): it gave up already
+        attach_history(error, attempts.history())
     return error
 
 
-async def _rest(call: Any, first: Any) -> AsyncIterator[Any]:
-    """A response stream from its first message on (never retried once a message was delivered)."""
+def _failed_after_a_message(error: aio.AioRpcError, history: RetryHistory) -> None:
+    """Attach to ``error`` (a response stream's, after it delivered a message) the call's history: its last
+    attempt failed with it, and the call gave up on it (``"not_retryable"``: never sent again)."""
+    *before, last = history.attempts
+    failed = replace(
+        last, kind=OutcomeKind.NOT_RETRYABLE, reason=f"{error.code().name} after a message", error=repr(error)
+    )
+    attach_history(error, replace(history, attempts=(*before, failed), gave_up="not_retryable"))
+
+
+async def _rest(call: Any, first: Any, attempts: Attempts) -> AsyncIterator[Any]:
+    """A response stream from its first message on (never retried once a message was delivered); a later
+    failure reaches the caller with the call's history."""
     if first is aio.EOF:
         return
     yield first
-    while (message := await call.read()) is not aio.EOF:
-        yield message
+    try:
+        while (message := await call.read()) is not aio.EOF:
+            yield message
+    except aio.AioRpcError as error:
+        _failed_after_a_message(error, attempts.history())
+        raise
 
 
 class RetryInterceptors(Planner):
@@ -164,7 +184,7 @@ class RetryInterceptors(Planner):
             return await run(None)
         with anyio.CancelScope() as scope:
             return await run(_Deadline(scope, asyncio.get_running_loop().time() + max(0.0, timeout)))
-        raise _deadline_error(attempts)  # the deadline passed while the engine waited for the next attempt
+        raise await _deadline_error(attempts)  # the deadline passed while the engine waited for the next attempt
 
     async def _rounds(self, attempts: Attempts, deadline: _Deadline | None, send: Any) -> Any:
         """The attempts of a call that is not hedged, one after the other, until the engine is done."""
@@ -236,7 +256,7 @@ class RetryInterceptors(Planner):
             return call, await call.read()  # a failure before the first message raises here
 
         call, first = await self._under_deadline(details, attempts, partial(self._rounds, attempts, send=send))
-        return _rest(call, first)
+        return _rest(call, first, attempts)
 
 
 def _finished(continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
