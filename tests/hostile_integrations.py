@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple
 
@@ -50,7 +51,28 @@ def _sync_channel() -> grpc.Channel:
     return grpc.insecure_channel("127.0.0.1:1")
 
 
+class ChannelOpened:
+    """A grpc.aio channel that was opened (and closed) on an event loop: grpc.aio makes channels on one."""
+
+
+def _on_asyncio(make: Callable[..., aio.Channel]) -> Callable[..., ChannelOpened]:
+    """``make`` (``insecure_channel``, ``secure_channel``), called on an asyncio loop and closed there."""
+
+    @functools.wraps(make)
+    def opened(*args: Any, **kwargs: Any) -> ChannelOpened:
+        async def main() -> None:
+            channel = make(*args, **kwargs)
+            await channel.close()
+
+        asyncio.run(main())
+        return ChannelOpened()
+
+    return opened
+
+
 FACTORIES: dict[str, Callable[..., Any]] = {
+    "insecure_channel": _on_asyncio(asyncretry.grpc.insecure_channel),
+    "secure_channel": _on_asyncio(asyncretry.grpc.secure_channel),
     "call_options": asyncretry.grpc.call_options,
     "intercept_channel": asyncretry.grpc.intercept_channel,
     "install": asyncretry.aws.install,
@@ -62,6 +84,8 @@ FACTORIES: dict[str, Callable[..., Any]] = {
 REQUIRED: dict[str, Callable[[], dict[str, Any]]] = {
     "intercept_channel": lambda: {"channel": _sync_channel()},
     "install": lambda: {"client": _fake_client()},
+    "insecure_channel": lambda: {"target": "127.0.0.1:1"},
+    "secure_channel": lambda: {"target": "127.0.0.1:1", "credentials": grpc.local_channel_credentials()},
     "install_session": lambda: {"session": _fake_session()},
     "policy_for": lambda: {"client": _fake_client()},
 }
@@ -290,6 +314,7 @@ FIRST_USES: dict[str, Callable[[Any], object]] = {
     "CallOptions": use_call_options,
     "CallOptionsMade": use_call_options_made,
     "Channel": lambda obj: obj.close(),
+    "ChannelOpened": lambda obj: obj,  # made and closed: a first call needs a server (tests/test_grpc.py)
     "ClientRetryHandler": use_aws_handler,
     "SessionInstalled": use_session,
 }
