@@ -14,6 +14,8 @@ import functools
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple
 
+import aiobotocore.awsrequest
+import aiobotocore.session
 import aiohttp
 import botocore.awsrequest
 import botocore.session
@@ -29,7 +31,8 @@ from asyncretry import AsyncRetryError
 
 MODULES = (asyncretry.aiohttp, asyncretry.grpc, asyncretry.aws)
 
-# The handlers are made by install() (and install_session()), which are driven instead; their result is used.
+# The handlers are made by install() (on a botocore client, and on an aiobotocore one: install_aiobotocore) and
+# install_session(), which are driven instead; what they made is used.
 NOT_SETTINGS = {"AsyncClientRetryHandler", "ClientRetryHandler"}
 
 
@@ -304,7 +307,53 @@ def use_session(obj: SessionInstalled) -> None:
     ))
 
 
+AIOBOTOCORE_CLIENT = "an aiobotocore client, made on the event loop"
+
+
+class AsyncInstalled:
+    """What ``install`` on an aiobotocore client returned, used there (the client lives on its loop)."""
+
+
+def _aio_answer(status: int, body: bytes) -> Callable[..., aiobotocore.awsrequest.AioAWSResponse]:
+    class Raw:
+        async def read(self) -> bytes:
+            return body
+
+    def before_send(request: Any, **kwargs: Any) -> aiobotocore.awsrequest.AioAWSResponse:
+        headers = {"Content-Type": "application/x-amz-json-1.0"}
+        return aiobotocore.awsrequest.AioAWSResponse(request.url, status, headers, Raw())
+
+    return before_send
+
+
+@functools.wraps(asyncretry.aws.install)
+def install_aiobotocore(client: Any, retrier: Any = None, **settings: Any) -> AsyncInstalled:
+    """``install`` on an aiobotocore client (``client``: :data:`AIOBOTOCORE_CLIENT`), then one call that succeeds
+    and one that fails, answered by ``before-send``, and its statistics."""
+
+    async def main() -> None:
+        session = aiobotocore.session.get_session()
+        session.set_credentials("fake", "fake")
+        async with session.create_client("dynamodb", region_name="us-east-1",
+                                          endpoint_url="http://127.0.0.1:1") as made:
+            handler = asyncretry.aws.install(made if client == AIOBOTOCORE_CLIENT else client, retrier, **settings)
+            repr(handler), handler.statistics()
+            for status, body in ((200, b'{"TableNames": []}'), (400, b'{"__type": "ValidationException"}')):
+                answer = _aio_answer(status, body)
+                made.meta.events.register("before-send.dynamodb", answer, unique_id="hostile-answer")
+                with contextlib.suppress(botocore.exceptions.ClientError, AsyncRetryError):
+                    await made.list_tables()
+                made.meta.events.unregister("before-send.dynamodb", unique_id="hostile-answer")
+
+    asyncio.run(main())
+    return AsyncInstalled()
+
+
+FACTORIES["install_aiobotocore"] = install_aiobotocore
+REQUIRED["install_aiobotocore"] = lambda: {"client": AIOBOTOCORE_CLIENT}
+
 FIRST_USES: dict[str, Callable[[Any], object]] = {
+    "AsyncInstalled": lambda obj: obj,  # used by install_aiobotocore itself, on its client's event loop
     "RetryMiddleware": use_aiohttp_middleware,
     "_WithOptions": use_aiohttp_middleware,
     "RetryInterceptors": use_grpc_interceptors,
