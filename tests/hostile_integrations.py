@@ -135,8 +135,9 @@ def use_aiohttp_options(options: dict[str, Any]) -> None:
     use_aiohttp_middleware(_quick_middleware().options(**options))
 
 
-def _quick_middleware() -> asyncretry.aiohttp.RetryMiddleware:
-    return asyncretry.aiohttp.RetryMiddleware(policy=asyncretry.RetryPolicy(backoff=asyncretry.NoBackoff()))
+def _quick_middleware(classifier: Any = None) -> asyncretry.aiohttp.RetryMiddleware:
+    policy = asyncretry.RetryPolicy(backoff=asyncretry.NoBackoff())
+    return asyncretry.aiohttp.RetryMiddleware(policy=policy, classifier=classifier)
 
 
 # ------------------------------------------------------------------------------------------------- gRPC
@@ -355,6 +356,7 @@ REQUIRED["install_aiobotocore"] = lambda: {"client": AIOBOTOCORE_CLIENT}
 FIRST_USES: dict[str, Callable[[Any], object]] = {
     "AsyncInstalled": lambda obj: obj,  # used by install_aiobotocore itself, on its client's event loop
     "RetryMiddleware": use_aiohttp_middleware,
+    "asyncretry.aiohttp.HttpClassifier": lambda obj: use_aiohttp_middleware(_quick_middleware(classifier=obj)),
     "_WithOptions": use_aiohttp_middleware,
     "RetryInterceptors": use_grpc_interceptors,
     "SyncRetryInterceptors": use_sync_interceptors,

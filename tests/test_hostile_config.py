@@ -81,7 +81,8 @@ def _public_classes() -> dict[str, type]:
                 continue
             if name.endswith("Statistics"):
                 continue
-            found[name] = obj
+            # A name two modules define (the httpx and the aiohttp HttpClassifier): the later one by its full name.
+            found[name if found.get(name, obj) is obj else f"{module.__name__}.{name}"] = obj
     return found
 
 
@@ -251,7 +252,8 @@ def _use_instrumentation(obj: Any) -> None:
 
 
 # How each public class (or factory) is used once, as a user would, after it was built from a hostile value.
-# Looked up by the exact class first, then by a base class (an ExponentialBackoff is a Backoff).
+# Looked up by the exact class first (its public name, then its name), then by a base class (an
+# ExponentialBackoff is a Backoff).
 FIRST_USES: dict[str, Callable[[Any], object]] = {
     "AsyncTokenBucket": _use_bucket,
     "RetryQuota": _use_quota,
@@ -308,9 +310,14 @@ WRAP_RESULT: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
 
 
 def _first_use_of(obj: Any) -> Callable[[Any], object] | None:
+    """The first use of ``obj``'s class, by its public name (``asyncretry.aiohttp.HttpClassifier``) or its
+    name alone (``HttpClassifier``), else of a base class."""
     for kind in type(obj).__mro__:
-        if kind.__name__ in FIRST_USES:
-            return FIRST_USES[kind.__name__]
+        public = [f"{module.__name__}.{kind.__name__}" for module in PUBLIC_MODULES
+                  if getattr(module, kind.__name__, None) is kind]
+        for key in (*public, kind.__name__):
+            if key in FIRST_USES:
+                return FIRST_USES[key]
     return None
 
 
@@ -442,10 +449,10 @@ def test_every_public_class_is_covered() -> None:
     missing = []
     for module in PUBLIC_MODULES:
         for name in module.__all__:
-            obj = getattr(module, name)
-            if not isinstance(obj, type) or name in NOT_SETTINGS or name not in CLASSES:
+            key = next((key for key, driven in CLASSES.items() if driven is getattr(module, name)), None)
+            if key is None:  # not a class, or not a setting
                 continue
-            if _first_use_of(_build(name, _defaults(name))) is None:
+            if _first_use_of(_build(key, _defaults(key))) is None:
                 missing.append(f"{module.__name__}.{name}")
     assert missing == [], missing
     assert {"RedisBackend", "RedisTokenBucket", "RedisRetryBudget", "RetryBudget", "RetryBudgetConfig",
