@@ -10,7 +10,10 @@ is driven here without any change to this file; a public class added later fails
 The rule, for each (constructor, parameter, hostile value): either a ``ValueError`` or ``TypeError`` whose
 message names the parameter, or an object whose ``repr()``, ``statistics()`` and first use raise no builtin
 error (the library's own errors, such as ``RetryCapacityExceeded``, are
-behaviour, not breakage).
+behaviour, not breakage). The per-request overrides (httpx's extensions, the aiohttp middleware's
+``options(...)``, gRPC's ``call_options(...)``) are driven the same way at the end. The first uses of the
+aiohttp, gRPC and AWS integrations (no network: fake handlers, continuations and ``before-send`` answers)
+are in ``hostile_integrations.py``.
 """
 
 from __future__ import annotations
