@@ -551,7 +551,7 @@ def test_bad_interceptor_arguments_are_refused_clearly() -> None:
         RetryInterceptors(retrier=Retrier(), policy=RetryPolicy())
     with pytest.raises(TypeError, match="GrpcClassifier"):
         RetryInterceptors(classifier=object())  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="idempotent must be a bool"), call_options(idempotent="yes"):  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="idempotent must be True or False"), call_options(idempotent="yes"):  # type: ignore[arg-type]
         pass
     with pytest.raises(TypeError, match="hedge"), call_options(hedge=True):
         pass

@@ -1,15 +1,19 @@
 """Every public constructor either refuses a hostile value with a named error or builds an object that works.
 
 The parameters are found by introspection (``inspect.signature``) of every public class of ``asyncretry``,
-``asyncretry.httpx``, ``asyncretry.redis``, ``asyncretry.otel`` and ``asyncretry.testing`` (and of the public
-functions that build a configured object, such as ``asyncretry.otel.instrument``), so a parameter added later
+``asyncretry.httpx``, ``asyncretry.redis``, ``asyncretry.otel``, ``asyncretry.testing``, ``asyncretry.aiohttp``,
+``asyncretry.grpc`` and ``asyncretry.aws`` (and of the public functions that build a configured object, such as
+``asyncretry.otel.instrument`` or ``asyncretry.aws.install``), so a parameter added later
 is driven here without any change to this file; a public class added later fails
 ``test_every_public_class_is_covered`` until it is given a first use here (or named as not a setting).
 
 The rule, for each (constructor, parameter, hostile value): either a ``ValueError`` or ``TypeError`` whose
 message names the parameter, or an object whose ``repr()``, ``statistics()`` and first use raise no builtin
 error (the library's own errors, such as ``RetryCapacityExceeded``, are
-behaviour, not breakage).
+behaviour, not breakage). The per-request overrides (httpx's extensions, the aiohttp middleware's
+``options(...)``, gRPC's ``call_options(...)``) are driven the same way at the end. The first uses of the
+aiohttp, gRPC and AWS integrations (no network: fake handlers, continuations and ``before-send`` answers)
+are in ``hostile_integrations.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import asyncretry.httpx
 import asyncretry.otel
 import asyncretry.redis
 import asyncretry.testing
+import hostile_integrations as integrations
 from asyncretry import AsyncRetryError, OutcomeKind, RetryPolicy
 
 HOSTILE: list[Any] = [
@@ -53,14 +58,18 @@ HOSTILE: list[Any] = [
 NOT_SETTINGS = {
     "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "GiveUpInfo", "Instrumentation", "Outcome",
     "RetryHistory", "RetryInfo", "RetrierStatistics", "ScopeStatistics", "SyncAttempts", "VirtualTimeEventLoop",
+    *integrations.NOT_SETTINGS,
 }
-PUBLIC_MODULES = (asyncretry, asyncretry.httpx, asyncretry.redis, asyncretry.otel, asyncretry.testing)
+PUBLIC_MODULES = (
+    asyncretry, asyncretry.httpx, asyncretry.redis, asyncretry.otel, asyncretry.testing, *integrations.MODULES,
+)
 
 # The public functions that build a configured object from settings: driven like the constructors.
 FACTORIES: dict[str, Callable[..., Any]] = {
     "instrument": asyncretry.otel.instrument,
     "retry": asyncretry.retry,
     "fixed_random": asyncretry.testing.fixed_random,
+    **integrations.FACTORIES,
 }
 
 
@@ -75,7 +84,8 @@ def _public_classes() -> dict[str, type]:
                 continue
             if name.endswith("Statistics"):
                 continue
-            found[name] = obj
+            # A name two modules define (the httpx and the aiohttp HttpClassifier): the later one by its full name.
+            found[name if found.get(name, obj) is obj else f"{module.__name__}.{name}"] = obj
     return found
 
 
@@ -245,7 +255,8 @@ def _use_instrumentation(obj: Any) -> None:
 
 
 # How each public class (or factory) is used once, as a user would, after it was built from a hostile value.
-# Looked up by the exact class first, then by a base class (an ExponentialBackoff is a Backoff).
+# Looked up by the exact class first (its public name, then its name), then by a base class (an
+# ExponentialBackoff is a Backoff).
 FIRST_USES: dict[str, Callable[[Any], object]] = {
     "AsyncTokenBucket": _use_bucket,
     "RetryQuota": _use_quota,
@@ -288,16 +299,28 @@ FIRST_USES: dict[str, Callable[[Any], object]] = {
     "Instrumentation": _use_instrumentation,
     "_Decorator": _use_decorator,
     "_Random": lambda obj: [obj.draw() for _ in range(3)],
+    **integrations.FIRST_USES,
 }
 
-# The factories whose result is a plain function: wrapped so that the first use is found by type.
-WRAP_RESULT: dict[str, Callable[[Any], Any]] = {"retry": _Decorator, "fixed_random": _Random}
+# The factories whose result is a plain function, a context manager or nothing (what they changed is one of
+# their arguments): wrapped so that the first use is found by type.
+WRAP_RESULT: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "retry": lambda made, _: _Decorator(made),
+    "fixed_random": lambda made, _: _Random(made),
+    "call_options": lambda made, _: integrations.CallOptionsMade(made),
+    "install_session": lambda _, arguments: integrations.SessionInstalled(arguments["session"]),
+}
 
 
 def _first_use_of(obj: Any) -> Callable[[Any], object] | None:
+    """The first use of ``obj``'s class, by its public name (``asyncretry.aiohttp.HttpClassifier``) or its
+    name alone (``HttpClassifier``), else of a base class."""
     for kind in type(obj).__mro__:
-        if kind.__name__ in FIRST_USES:
-            return FIRST_USES[kind.__name__]
+        public = [f"{module.__name__}.{kind.__name__}" for module in PUBLIC_MODULES
+                  if getattr(module, kind.__name__, None) is kind]
+        for key in (*public, kind.__name__):
+            if key in FIRST_USES:
+                return FIRST_USES[key]
     return None
 
 
@@ -329,6 +352,8 @@ def _run_calls(retrier: asyncretry.Retrier) -> None:
 
 def _defaults(name: str) -> dict[str, Any]:
     arguments = dict(REQUIRED.get(name, {}))
+    if name in integrations.REQUIRED:
+        arguments.update(integrations.REQUIRED[name]())
     if name in ("AsyncRetryTransport", "RetryTransport"):
         mock = httpx.MockTransport(_ok_response)
         arguments["transport"] = mock
@@ -367,7 +392,7 @@ def _build(name: str, arguments: dict[str, Any]) -> Any:
     ]
     built = constructor(*positional, **arguments)
     wrap = WRAP_RESULT.get(name)
-    return built if wrap is None else wrap(built)
+    return built if wrap is None else wrap(built, arguments)
 
 
 def _violations(name: str, parameter: str, values: list[Any] = HOSTILE) -> list[str]:
@@ -427,10 +452,10 @@ def test_every_public_class_is_covered() -> None:
     missing = []
     for module in PUBLIC_MODULES:
         for name in module.__all__:
-            obj = getattr(module, name)
-            if not isinstance(obj, type) or name in NOT_SETTINGS or name not in CLASSES:
+            key = next((key for key, driven in CLASSES.items() if driven is getattr(module, name)), None)
+            if key is None:  # not a class, or not a setting
                 continue
-            if _first_use_of(_build(name, _defaults(name))) is None:
+            if _first_use_of(_build(key, _defaults(key))) is None:
                 missing.append(f"{module.__name__}.{name}")
     assert missing == [], missing
     assert {"RedisBackend", "RedisTokenBucket", "RedisRetryBudget", "RetryBudget", "RetryBudgetConfig",
@@ -548,14 +573,40 @@ def _override_violations(key: str, value: Any) -> list[str]:
     return found
 
 
+def _integration_override_violations(key: str, value: Any) -> list[str]:
+    """What goes wrong when the aiohttp middleware's ``options(...)`` or gRPC's ``call_options(...)`` get
+    ``{key: value}`` and a request is made with them (nothing, if all is well)."""
+    found = []
+    for where, (keys, use) in integrations.OVERRIDE_USES.items():
+        if key not in keys:
+            continue
+        try:
+            use({key: value})
+        except (TypeError, ValueError) as error:
+            if key not in str(error):
+                found.append(f"{where} {key}={_value_id(value)}: {type(error).__name__} without the key: {error}")
+            continue
+        except AsyncRetryError:
+            pass
+        except Exception as error:
+            found.append(f"{where} {key}={_value_id(value)}: accepted, then {type(error).__name__}: {error}")
+            continue
+        unset = value is None and where in integrations.NONE_IS_UNSET
+        if not unset and not _override_is_valid(key, value):
+            found.append(f"{where} {key}={_value_id(value)}: accepted")
+    return found
+
+
 @pytest.mark.parametrize("key", OVERRIDE_KEYS)
 def test_hostile_overrides_are_refused_or_work(key: str) -> None:
-    """A hostile value for a per-request override is refused before sending, naming the key, or it works."""
+    """A hostile value for a per-request override (httpx extensions, the aiohttp middleware's options(...),
+    gRPC's call_options(...)) is refused before sending, naming the key, or it works."""
     assert [found for value in HOSTILE for found in _override_violations(key, value)] == []
+    assert [found for value in HOSTILE for found in _integration_override_violations(key, value)] == []
 
 
 @settings(max_examples=150, deadline=None)
 @given(key=st.sampled_from(OVERRIDE_KEYS), value=VALUES)
 def test_any_override_value_is_refused_or_works(key: str, value: Any) -> None:
     """Whatever value an override gets, it is refused naming the key, or honoured without resending a POST."""
-    assert _override_violations(key, value) == []
+    assert _override_violations(key, value) + _integration_override_violations(key, value) == []

@@ -194,8 +194,10 @@ class RetryMiddleware:
             TypeError, ValueError: an unknown option or a value of the wrong type.
         """
         checked = parse_overrides(options, _OPTIONS)
-        if checked.hedge not in (None, False) or (checked.policy is not None and checked.policy.hedging is not None):
-            raise ValueError(_NO_HEDGING)
+        if checked.hedge not in (None, False):
+            raise ValueError(f"{_OPTIONS}['hedge'] must be False or left out, got {checked.hedge!r}: {_NO_HEDGING}")
+        if checked.policy is not None and checked.policy.hedging is not None:
+            raise ValueError(f"{_OPTIONS}['policy'] has hedging: {_NO_HEDGING}")
         return _WithOptions(self, checked)
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:

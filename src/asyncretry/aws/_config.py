@@ -19,6 +19,7 @@ import sys
 from typing import Any, Literal
 
 from asyncretry import ExponentialBackoff, RetryPolicy, botocore_classifier
+from asyncretry._validate import check_choice
 
 __all__ = [
     "LONG_POLLING_OPERATIONS",
@@ -86,8 +87,8 @@ def policy_for(client: Any, *, profile: Profile | None = None, **changes: Any) -
     service = client_service(client)
     if profile is None:
         profile = sdk_profile()
-    elif profile not in ("2020", "2026"):
-        raise ValueError(f"profile must be '2020' or '2026', got {profile!r}")
+    else:
+        check_choice("profile", profile, ("2020", "2026"))
     retries = getattr(client.meta.config, "retries", None) or {}
     mode = retries.get("mode") or "legacy"
     if mode not in _MODES:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from asyncretry import Attempt, Attempts, OutcomeKind, Retrier, RetryPolicy, SyncAttempts
+from asyncretry._validate import check_choice, check_instance, check_str
 
 from ._config import LONG_POLLING_OPERATIONS, client_service, policy_for
 from ._judge import CRC32_HEADER, crc32_mismatch, keep_history, response_error
@@ -63,30 +64,13 @@ class _Handler:
     ) -> None:
         self.service = client_service(client)
         self._model_name = str(client.meta.service_model.service_name)
+        _check_settings(retrier, policy, profile, scope, is_async=self._async)
         self.policy = policy_for(client, profile=profile) if policy is None else policy
-        if not isinstance(self.policy, RetryPolicy):
-            raise TypeError(f"policy must be a RetryPolicy, got {policy!r}")
-        self._check(self.policy)
-        if retrier is not None and not isinstance(retrier, Retrier):
-            raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
+        _check_policy(self.policy, is_async=self._async)
         self.retrier = retrier if retrier is not None else Retrier(self.policy, name=f"aws:{self.service}")
         self.scope = scope if scope is not None else str(client.meta.endpoint_url)
         self._policies: dict[str, RetryPolicy] = {}
         self._long_polling = LONG_POLLING_OPERATIONS.get(self.service, frozenset())
-
-    def _check(self, policy: RetryPolicy) -> None:
-        if policy.hedging is not None:
-            raise ValueError("policy.hedging must be None: the SDK sends one attempt at a time")
-        if policy.attempt_timeout is not None:
-            raise ValueError(
-                f"policy.attempt_timeout must be None, got {policy.attempt_timeout!r}: the SDK times each "
-                "attempt itself (botocore Config connect_timeout= and read_timeout=, retried as timeouts)"
-            )
-        if self._async and policy.deadline is not None:
-            raise ValueError(
-                f"policy.deadline must be None for an aiobotocore client, got {policy.deadline!r}: put the "
-                "call under anyio.fail_after() or move_on_after(); the handler never sleeps past it"
-            )
 
     def policy_of(self, operation_name: str) -> RetryPolicy:
         """The policy of one operation: the client's, with the long-polling rule for SQS ``ReceiveMessage``
@@ -231,6 +215,42 @@ _TRIO_NEEDS_HTTPX = (
 )
 
 
+def _check_policy(policy: RetryPolicy, *, is_async: bool) -> None:
+    """Refuse a policy the SDK's attempt loop cannot follow (hedging, per-attempt timeouts; for
+    aiobotocore, a deadline)."""
+    if policy.hedging is not None:
+        raise ValueError("policy.hedging must be None: the SDK sends one attempt at a time")
+    if policy.attempt_timeout is not None:
+        raise ValueError(
+            f"policy.attempt_timeout must be None, got {policy.attempt_timeout!r}: the SDK times each "
+            "attempt itself (botocore Config connect_timeout= and read_timeout=, retried as timeouts)"
+        )
+    if is_async and policy.deadline is not None:
+        raise ValueError(
+            f"policy.deadline must be None for an aiobotocore client, got {policy.deadline!r}: put the "
+            "call under anyio.fail_after() or move_on_after(); the handler never sleeps past it"
+        )
+
+
+def _check_settings(
+    retrier: object, policy: object, profile: object, scope: object, *, is_async: bool
+) -> None:
+    """Check :func:`install`'s and :func:`install_session`'s settings (``None``: the default) before any
+    client is touched, each error naming its parameter.
+
+    Raises:
+        TypeError, ValueError: a setting of the wrong type, or a policy the SDK cannot follow.
+    """
+    if retrier is not None:
+        check_instance("retrier", retrier, Retrier)
+    if policy is not None:
+        _check_policy(check_instance("policy", policy, RetryPolicy), is_async=is_async)
+    if profile is not None:
+        check_choice("profile", profile, ("2020", "2026"))
+    if scope is not None:
+        check_str("scope", scope)
+
+
 def _check_backend(client: Any) -> None:
     """Refuse, with a clear error, an aiobotocore client whose HTTP backend cannot run on the running trio."""
     trio = sys.modules.get("trio")
@@ -320,6 +340,7 @@ def _install_on_session(
         raise ValueError(f"asyncretry is already installed on {session!r}")
     aio = sys.modules.get("aiobotocore.session")
     is_async = aio is not None and isinstance(session, aio.AioSession)
+    _check_settings(retrier, policy, profile, scope, is_async=is_async)
 
     def install_on(client: Any) -> None:
         _install_on_client(client, retrier, policy, profile, scope)

@@ -36,6 +36,7 @@ import grpc
 from grpc import aio
 
 from .. import Attempt, Attempts, HedgingConfig, OutcomeKind, RetryHistory, attach_history
+from .._validate import check_instance, check_items, check_str
 from ._plan import ATTEMPTS_KEY, Planner, attempt_metadata
 
 __all__ = ["ATTEMPTS_KEY", "CHANNEL_OPTIONS", "RetryInterceptors", "insecure_channel", "secure_channel"]
@@ -302,9 +303,10 @@ def insecure_channel(
 
     Raises:
         RuntimeError: called under trio (grpc.aio runs on asyncio only).
+        TypeError, ValueError: ``target`` is not a non-empty string, ``retry`` not :class:`RetryInterceptors`,
+            or ``options`` not a collection of ``(name, value)`` pairs.
     """
-    retry = retry if retry is not None else RetryInterceptors(target=target)
-    refuse_trio()
+    retry, options = _channel_arguments(target, retry, options)
     return aio.insecure_channel(target, options=[*CHANNEL_OPTIONS, *options], interceptors=list(retry), **kwargs)
 
 
@@ -312,9 +314,40 @@ def secure_channel(
     target: str, credentials: grpc.ChannelCredentials, *, retry: RetryInterceptors | None = None,
     options: Sequence[tuple[str, Any]] = (), **kwargs: Any,
 ) -> aio.Channel:
-    """``grpc.aio.secure_channel`` with asyncretry's interceptors, as :func:`insecure_channel`."""
-    retry = retry if retry is not None else RetryInterceptors(target=target)
-    refuse_trio()
+    """``grpc.aio.secure_channel`` with asyncretry's interceptors, as :func:`insecure_channel`.
+
+    Raises:
+        TypeError, ValueError: as :func:`insecure_channel`, or ``credentials`` not ``grpc.ChannelCredentials``.
+    """
+    check_instance("credentials", credentials, grpc.ChannelCredentials)
+    retry, options = _channel_arguments(target, retry, options)
     return aio.secure_channel(
         target, credentials, options=[*CHANNEL_OPTIONS, *options], interceptors=list(retry), **kwargs
     )
+
+
+def _option(name: str, item: object) -> tuple[str, Any]:
+    """One channel option: a ``(name, value)`` pair whose name is a string."""
+    if not (isinstance(item, tuple) and len(item) == 2):
+        raise TypeError(f"{name} must be a (name, value) pair such as ('grpc.enable_retries', 0), got {item!r}")
+    check_str(f"{name}[0]", item[0])
+    return item
+
+
+def _channel_arguments(
+    target: object, retry: object, options: object
+) -> tuple[RetryInterceptors, tuple[tuple[str, Any], ...]]:
+    """The checked ``retry`` (default: new interceptors for ``target``) and ``options`` of a new channel.
+
+    Raises:
+        TypeError, ValueError: an argument of the wrong type (named in the message).
+        RuntimeError: called under trio.
+    """
+    address = check_str("target", target)
+    if address == "":
+        raise ValueError("target must be the server's address such as 'localhost:50051', got ''")
+    pairs = check_items("options", options, _option, what="(name, value) pairs")
+    if retry is None:
+        retry = RetryInterceptors(target=address)
+    refuse_trio()
+    return check_instance("retry", retry, RetryInterceptors), pairs

@@ -8,12 +8,11 @@ the caller's context, so the options set around the call are the ones its interc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from .. import HedgingConfig, RetryPolicy
-from .._validate import check_str
+from .. import HedgingConfig, RequestOverrides, RetryPolicy
 
 __all__ = ["CallOptions", "call_options", "current_options"]
 
@@ -37,16 +36,12 @@ class CallOptions:
     scope: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("idempotent", "retry"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, bool):
-                raise TypeError(f"{name} must be a bool or None, got {value!r}")
-        if self.hedge is not None and self.hedge is not False and not isinstance(self.hedge, HedgingConfig):
-            raise TypeError(f"hedge must be False, a HedgingConfig or None, got {self.hedge!r}")
-        if self.policy is not None and not isinstance(self.policy, RetryPolicy):
-            raise TypeError(f"policy must be a RetryPolicy or None, got {self.policy!r}")
-        if self.scope is not None:
-            check_str("scope", self.scope)
+        # The rules of every per-request override (the HTTP integrations' too), each error naming its option.
+        RequestOverrides(
+            idempotent=self.idempotent, retry=self.retry, hedge=self.hedge, policy=self.policy, scope=self.scope
+        )
+        if self.hedge is True:
+            raise TypeError("hedge must be False, a HedgingConfig or None, got True")
 
 
 _CURRENT: ContextVar[CallOptions | None] = ContextVar("asyncretry_grpc_options", default=None)
@@ -57,20 +52,23 @@ def current_options() -> CallOptions | None:
     return _CURRENT.get()
 
 
-@contextmanager
 def call_options(
     *, idempotent: bool | None = None, retry: bool | None = None, hedge: HedgingConfig | bool | None = None,
     policy: RetryPolicy | None = None, scope: str | None = None,
-) -> Iterator[CallOptions]:
+) -> AbstractContextManager[CallOptions]:
     """Options for the gRPC calls started inside the ``with`` block (see :class:`CallOptions`)::
 
         with call_options(idempotent=True):
             reply = await stub.CreateOrder(request)
 
     Raises:
-        TypeError: an option has the wrong type.
+        TypeError: an option has the wrong type (at once, before the ``with`` block).
     """
-    options = CallOptions(idempotent=idempotent, retry=retry, hedge=hedge, policy=policy, scope=scope)
+    return _applied(CallOptions(idempotent=idempotent, retry=retry, hedge=hedge, policy=policy, scope=scope))
+
+
+@contextmanager
+def _applied(options: CallOptions) -> Iterator[CallOptions]:
     token = _CURRENT.set(options)
     try:
         yield options

@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from .._validate import check_instance
 from ._plan import Planner, attempt_metadata
 
 __all__ = ["SyncRetryInterceptors", "intercept_channel"]
@@ -135,7 +136,12 @@ class _StreamUnary(grpc.StreamUnaryClientInterceptor):  # type: ignore[misc]
 
 def intercept_channel(channel: grpc.Channel, retry: SyncRetryInterceptors | None = None) -> grpc.Channel:
     """``grpc.intercept_channel(channel, *retry)``: a synchronous channel whose calls are retried (create the
-    channel with ``CHANNEL_OPTIONS``, so that gRPC's own retries are off)."""
-    retry = retry if retry is not None else SyncRetryInterceptors()
+    channel with ``CHANNEL_OPTIONS``, so that gRPC's own retries are off).
+
+    Raises:
+        TypeError: ``channel`` is not a ``grpc.Channel`` or ``retry`` not a :class:`SyncRetryInterceptors`.
+    """
+    check_instance("channel", channel, grpc.Channel)
+    retry = check_instance("retry", retry, SyncRetryInterceptors) if retry is not None else SyncRetryInterceptors()
     return grpc.intercept_channel(channel, *retry)
 
