@@ -36,12 +36,13 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 """
 
 
-def _prelude_with_clock(index: int) -> str:
-    """The start of a script that takes its clock as ``ARGV[index]``: that time when one is given (a test's
-    clock, in seconds), else the server's ``TIME`` (the empty string: what the library sends)."""
+def _prelude_with_clock(argument: str) -> str:
+    """The start of a script that takes its clock as the Lua expression ``argument`` (an ``ARGV`` entry): that
+    time when one is given (a test's clock, in seconds), else the server's ``TIME`` (the empty string: what the
+    library sends)."""
     return f"""
 local function f(x) return string.format('%.17g', x) end
-local now = tonumber(ARGV[{index}])
+local now = tonumber({argument})
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -126,7 +127,7 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return {ok, f(tokens), f(wait), f(now)}
 """)
 
-BREAKER = Script("breaker", _prelude_with_clock(17) + """
+BREAKER = Script("breaker", _prelude_with_clock("ARGV[17]") + """
 -- The circuit breaker's state machine (the same rules as asyncretry.CircuitBreaker, held together by
 -- tests/test_redis_breaker_parity.py), on one hash.
 -- ARGV: op (0: peek, 1: acquire, 2: success, 3: failure, 4: isolate, 5: reset), probe (0, or the
@@ -284,14 +285,7 @@ return reply
 # The limiter scripts take the time as their first argument: '' (what the limiters send) reads the server's
 # clock, a number is used as it is (tests drive the scripts in virtual time, and feed them the same events as
 # the in-process controllers). The first argument is removed, so the others keep their places.
-_LIMITER_PRELUDE = """
-local function f(x) return string.format('%.17g', x) end
-local now = tonumber(table.remove(ARGV, 1))
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-"""
+_LIMITER_PRELUDE = _prelude_with_clock("table.remove(ARGV, 1)")
 
 SERVER_CLOCK = ""
 """The clock argument of the limiter scripts that makes them read the server's clock."""
