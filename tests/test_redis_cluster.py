@@ -134,7 +134,9 @@ async def test_a_killed_node_is_an_outage_of_its_keys_only(own_valkey_cluster: V
     seen: list[Event] = []
     bus = EventBus()
     bus.subscribe(seen.append)
-    async with RedisBackend(own_valkey_cluster.url, cluster=True, prefix=prefix, recovery_delay=0.2) as backend:
+    async with RedisBackend(
+        own_valkey_cluster.url, cluster=True, prefix=prefix, recovery_delay=0.2, operation_timeout=SLOW
+    ) as backend:
         names = spread(own_valkey_cluster, prefix, "bucket")
         closed = [RedisTokenBucket(backend, 100, 5, name=n, on_unavailable="fail_closed") for n in names]
         opened = RedisRetryQuota(
@@ -144,7 +146,7 @@ async def test_a_killed_node_is_an_outage_of_its_keys_only(own_valkey_cluster: V
             await bucket.acquire()
         assert await opened.try_acquire(5)
         own_valkey_cluster.nodes[0].kill()
-        with anyio.fail_after(5):  # no hang, whatever the client does about the dead node
+        with anyio.fail_after(4 * SLOW):  # no hang, whatever the client does about the dead node
             with pytest.raises(BackendUnavailable):
                 await closed[0].acquire()
             for bucket in closed[1:]:

@@ -1,0 +1,129 @@
+"""Write the generated twins of hand-written modules, so that each rule has one source.
+
+Two kinds of job, run in the order of ``JOBS`` (a later job reads what an earlier one wrote):
+
+- ``Unasync``: the sync twin of every module in an ``_async`` folder, written to the ``_sync`` folder beside it,
+  by `unasync <https://github.com/python-trio/unasync>`_ (``async def`` -> ``def``, ``await`` dropped,
+  ``__aenter__`` -> ``__enter__``, plus the job's own name replacements).
+- ``Rename``: a copy of a package with some names replaced token by token (tokenize-rt), such as the httpx
+  integration served to httpx2, a package with the same API under another name.
+
+Every generated file starts with a comment naming its source. ``tests/test_generated.py`` runs
+``python tools/generate.py --check``, which fails when a generated file is not what its source gives.
+
+Usage: python tools/generate.py [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tokenize_rt
+import unasync
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "asyncretry"
+HEADER = "# Generated from {source} by tools/generate.py: edit that file, then run `python tools/generate.py`.\n"
+
+
+@dataclass(frozen=True)
+class Unasync:
+    """The sync twin of every module under ``package/_async``, written to ``package/_sync``."""
+
+    package: str  # relative to src/asyncretry, e.g. "_engine"
+    replacements: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A copy of package ``source`` as package ``target``, with the names in ``replacements`` replaced."""
+
+    source: str
+    target: str
+    replacements: Mapping[str, str] = field(default_factory=dict)
+
+
+JOBS: list[Unasync | Rename] = []
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _with_header(text: str, source: Path) -> str:
+    return HEADER.format(source=_relative(source)) + text
+
+
+def _unasync(job: Unasync, files: dict[Path, str]) -> dict[Path, str]:
+    folder = SRC / job.package / "_async"
+    sources = sorted(path for path in files if path.parent == folder and path.suffix == ".py")
+    out: dict[Path, str] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        for path in sources:
+            copy = base / "_async" / path.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(files[path], encoding="utf-8")
+        rule = unasync.Rule("/_async/", "/_sync/", additional_replacements=dict(job.replacements))
+        unasync.unasync_files([str(base / "_async" / p.name) for p in sources], rules=[rule])
+        for path in sources:
+            text = (base / "_sync" / path.name).read_text(encoding="utf-8")
+            out[folder.parent / "_sync" / path.name] = _with_header(text, path)
+    return out
+
+
+def _rename(job: Rename, files: dict[Path, str]) -> dict[Path, str]:
+    source, target = SRC / job.source, SRC / job.target
+    out: dict[Path, str] = {}
+    for path in sorted(p for p in files if p.is_relative_to(source) and p.suffix == ".py"):
+        text = files[path]
+        if text.startswith("# Generated from "):
+            text = text.split("\n", 1)[1]
+        tokens = tokenize_rt.src_to_tokens(text)
+        renamed = [
+            token._replace(src=job.replacements.get(token.src, token.src)) if token.name == "NAME" else token
+            for token in tokens
+        ]
+        out[target / path.relative_to(source)] = _with_header(tokenize_rt.tokens_to_src(renamed), path)
+    return out
+
+
+def generate() -> dict[Path, str]:
+    """Every generated file's path and text, computed from the sources in the tree."""
+    files = {path: path.read_text(encoding="utf-8") for path in SRC.rglob("*.py")}
+    generated: dict[Path, str] = {}
+    for job in JOBS:
+        made = _unasync(job, files) if isinstance(job, Unasync) else _rename(job, files)
+        files.update(made)
+        generated.update(made)
+    return generated
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if a generated file is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in generate().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            stale.append(_relative(path))
+            if not args.check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+    if args.check and stale:
+        print("out of date (run `python tools/generate.py`): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    for name in stale:
+        print(f"wrote {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
