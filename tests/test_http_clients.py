@@ -10,10 +10,10 @@ asyncio only, so it is not paired with trio (tests/test_aiohttp_middleware.py sh
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 import anyio
@@ -57,6 +57,12 @@ class Client(Protocol):
     async def aclose(self) -> None: ...
 
 
+async def _streamed(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    """A body the client cannot replay: an async generator."""
+    for chunk in chunks:
+        yield chunk
+
+
 class HttpxClient:
     error: type[Exception] = httpx.HTTPError
 
@@ -67,15 +73,7 @@ class HttpxClient:
     async def send(
         self, method: str, url: str, headers: dict[str, str], body: bytes | list[bytes] | None = None
     ) -> Answer:
-        content: Any = body
-        if isinstance(body, list):
-            chunks = body
-
-            async def stream() -> AsyncIterator[bytes]:
-                for chunk in chunks:
-                    yield chunk
-
-            content = stream()
+        content = _streamed(body) if isinstance(body, list) else body
         resp = await self._client.request(method, url, headers=headers, content=content)
         return Answer(resp.status_code, await resp.aread(), asyncretry.httpx.retry_info(resp))
 
@@ -93,14 +91,7 @@ class SyncHttpxClient:
         self._client = httpx.Client(transport=transport, timeout=TIMEOUT)
 
     def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | list[bytes] | None) -> Answer:
-        content: Any = body
-        if isinstance(body, list):
-            chunks = body
-
-            def stream() -> Iterator[bytes]:
-                yield from chunks
-
-            content = stream()
+        content = iter(body) if isinstance(body, list) else body
         resp = self._client.request(method, url, headers=headers, content=content)
         return Answer(resp.status_code, resp.read(), asyncretry.httpx.retry_info(resp))
 
@@ -123,15 +114,7 @@ class AiohttpClient:
     async def send(
         self, method: str, url: str, headers: dict[str, str], body: bytes | list[bytes] | None = None
     ) -> Answer:
-        data: Any = body
-        if isinstance(body, list):
-            chunks = body
-
-            async def stream() -> AsyncIterator[bytes]:
-                for chunk in chunks:
-                    yield chunk
-
-            data = stream()
+        data = _streamed(body) if isinstance(body, list) else body
         async with self._session.request(method, url, headers=headers, data=data) as resp:
             return Answer(resp.status, await resp.read(), asyncretry.aiohttp.retry_info(resp))
 
