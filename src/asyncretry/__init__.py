@@ -7,10 +7,6 @@ behind one retry engine with three ways in, and an httpx transport (:mod:`asyncr
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import sys
-import typing
 from importlib import metadata as _metadata
 
 from ._breaker_state import BreakerState as BreakerState
@@ -226,36 +222,6 @@ __all__ = [
     "settings_from_env",
     "statistics_to_dict",
 ]
-
-
-def _name_public_objects() -> None:
-    """Make the public classes and functions say ``asyncretry.X`` in reprs, tracebacks and docs.
-
-    They are defined in private modules; without this a ``TypeError`` or ``repr(type(policy))`` would show
-    ``asyncretry._engine._policy.RetryPolicy``, a path users should neither see nor import. pickle finds
-    them under the public name too, since every one of them is importable from here (as httpx does).
-    """
-    namespace = globals()
-    for name in __all__:
-        obj = namespace[name]
-        if isinstance(obj, type):
-            # typing.get_type_hints() resolves a class's string annotations in the module named by
-            # __module__ (its bases' in theirs): resolve them now, in their own modules, so that it keeps
-            # working afterwards. Names imported only for type checkers are found among the public ones.
-            for klass in obj.__mro__:
-                own = inspect.get_annotations(klass)
-                if own and klass.__module__.startswith("asyncretry") and klass.__module__ in sys.modules:
-                    with contextlib.suppress(Exception):  # a name nowhere to be found: keep the strings
-                        scope = {**namespace, **vars(sys.modules[klass.__module__])}
-                        hints = typing.get_type_hints(klass, globalns=scope, include_extras=True)
-                        klass.__annotations__ = {key: hints[key] for key in own}
-            obj.__module__ = __name__
-        elif inspect.isfunction(obj):
-            obj.__module__ = __name__  # its annotations resolve in its __globals__, which do not change
-
-
-_name_public_objects()
-del _name_public_objects
 
 
 def __getattr__(name: str) -> object:
