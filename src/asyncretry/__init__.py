@@ -10,12 +10,13 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from ._breaker_state import BreakerState as BreakerState
+from ._deprecation import renamed_names as _renamed_names
 
 # --- base: exceptions, events
 from ._events import GLOBAL_EVENTS as GLOBAL_EVENTS
 from ._events import AttemptFinished as AttemptFinished
+from ._events import BackendLost as BackendLost
 from ._events import BackendRecovered as BackendRecovered
-from ._events import BackendUnavailableEvent as BackendUnavailableEvent
 from ._events import BreakerStateChanged as BreakerStateChanged
 from ._events import BudgetExhausted as BudgetExhausted
 from ._events import BudgetRestored as BudgetRestored
@@ -40,10 +41,10 @@ from ._exceptions import RateLimitTimeout as RateLimitTimeout
 from ._exceptions import RetriesExhausted as RetriesExhausted
 from ._exceptions import RetryBudgetExceeded as RetryBudgetExceeded
 from ._exceptions import RetryCapacityExceeded as RetryCapacityExceeded
+from ._primitives._bucket import BucketStatistics as BucketStatistics
 
 # --- primitives: token bucket
-from ._primitives._bucket import AsyncTokenBucket as AsyncTokenBucket
-from ._primitives._bucket import BucketStatistics as BucketStatistics
+from ._primitives._bucket import TokenBucket as TokenBucket
 
 # --- primitives: clock
 from ._primitives._clock import DEFAULT_CLOCK as DEFAULT_CLOCK
@@ -139,15 +140,14 @@ __all__ = [
     "AdaptiveRateLimiter",
     "AnyioClock",
     "AsyncRetryError",
-    "AsyncTokenBucket",
     "Attempt",
     "AttemptFinished",
     "AttemptRecord",
     "AttemptTimeout",
     "Attempts",
+    "BackendLost",
     "BackendRecovered",
     "BackendUnavailable",
-    "BackendUnavailableEvent",
     "Backoff",
     "BreakerState",
     "BreakerStateChanged",
@@ -212,6 +212,7 @@ __all__ = [
     "Step",
     "SyncAttempts",
     "Throttled",
+    "TokenBucket",
     "attach_history",
     "botocore_classifier",
     "error_code_of",
@@ -224,8 +225,13 @@ __all__ = [
 ]
 
 
+# Names kept working for a while, with a DeprecationWarning (they are no longer in __all__).
+_renamed = _renamed_names(
+    __name__, globals(), {"AsyncTokenBucket": "TokenBucket", "BackendUnavailableEvent": "BackendLost"}
+)
+
+
 def __getattr__(name: str) -> object:
-    # Names kept working for a while, with a warning (they are no longer in __all__).
     if name == "FirstAttempt":
         import warnings
 
@@ -236,4 +242,4 @@ def __getattr__(name: str) -> object:
             DeprecationWarning, stacklevel=2,
         )
         return FirstAttempt
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _renamed(name)

@@ -7,7 +7,7 @@ See :class:`RetryMiddleware` for the options, :func:`retry_info` for what it rep
 
 from __future__ import annotations
 
-from .._deprecation import renamed_names
+from .._deprecation import renamed_names as _renamed_names
 from .._http._rules import error_code_of_response as error_code_of_response
 from ._classify import HttpClassifier as HttpClassifier
 from ._errors import AttemptTimeoutError as AttemptTimeoutError
@@ -39,4 +39,4 @@ __all__ = [
 ]
 
 # Old names kept working for a while, with a DeprecationWarning.
-__getattr__ = renamed_names(__name__, globals(), {"CircuitOpenClientError": "CircuitOpenError"})
+__getattr__ = _renamed_names(__name__, globals(), {"CircuitOpenClientError": "CircuitOpenError"})

@@ -7,7 +7,7 @@ See :class:`AsyncRetryTransport` (and its sync twin :class:`RetryTransport`) for
 
 from __future__ import annotations
 
-from .._deprecation import renamed_names
+from .._deprecation import renamed_names as _renamed_names
 from .._http._retry_after import server_delay as server_delay
 from ._classify import HttpClassifier as HttpClassifier
 from ._classify import error_code_of_response as error_code_of_response
@@ -47,4 +47,4 @@ __all__ = [
 ]
 
 # Old names kept working for a while, with a DeprecationWarning.
-__getattr__ = renamed_names(__name__, globals(), {"CircuitOpenHTTPError": "CircuitOpenError"})
+__getattr__ = _renamed_names(__name__, globals(), {"CircuitOpenHTTPError": "CircuitOpenError"})
