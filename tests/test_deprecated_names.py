@@ -93,3 +93,16 @@ def test_public_methods_follow_the_async_first_rule(module_name: str) -> None:
         if not member.startswith("_") and TWIN.search(member) and member not in FIXED_METHODS
     ]
     assert not bad, f"{module_name}: {bad}"
+
+
+IRREGULAR_PAST = {"GaveUp", "HedgeSent", "BackendLost"}
+
+
+def test_events_are_named_as_past_facts() -> None:
+    """Every public event class names what happened in the past tense (``RetryScheduled``), never ``...Event``."""
+    events = [name for name in asyncretry.__all__
+              if inspect.isclass(getattr(asyncretry, name)) and issubclass(getattr(asyncretry, name), asyncretry.Event)
+              and name != "Event"]
+    assert len(events) >= 14
+    bad = [name for name in events if not (name.endswith("ed") or name in IRREGULAR_PAST)]
+    assert not bad
