@@ -1,4 +1,4 @@
-"""What AsyncTokenBucket costs and how it serves a crowd, against aiolimiter.AsyncLimiter in the same run.
+"""What TokenBucket costs and how it serves a crowd, against aiolimiter.AsyncLimiter in the same run.
 
 Run on demand (never part of the test suite)::
 
@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 from aiolimiter import AsyncLimiter
 
-from asyncretry import DEFAULT_CLOCK, AsyncTokenBucket
+from asyncretry import DEFAULT_CLOCK, TokenBucket
 
 HUGE = 1e12
 WAITERS = 1000
@@ -89,26 +89,26 @@ def _clock_cost(calls: int, rounds: int) -> float:
 def uncontended(calls: int, rounds: int) -> list[tuple[str, float]]:
     async def on_asyncio() -> list[tuple[str, float]]:
         limiter = AsyncLimiter(HUGE, 1)
-        ours = AsyncTokenBucket(HUGE, HUGE)
-        bare = AsyncTokenBucket(HUGE, HUGE, clock=LoopTimeClock(asyncio.get_running_loop()))
+        ours = TokenBucket(HUGE, HUGE)
+        bare = TokenBucket(HUGE, HUGE, clock=LoopTimeClock(asyncio.get_running_loop()))
         rows = []
         # Interleave the candidates so that a noisy neighbour on the machine hits all of them alike.
         for _ in range(3):
             rows.append(("aiolimiter.AsyncLimiter, asyncio", await _per_call(limiter.acquire, calls, rounds)()))
-            rows.append(("AsyncTokenBucket, asyncio", await _per_call(ours.acquire, calls, rounds)()))
+            rows.append(("TokenBucket, asyncio", await _per_call(ours.acquire, calls, rounds)()))
             rows.append(
-                ("AsyncTokenBucket, asyncio, loop.time clock", await _per_call(bare.acquire, calls, rounds)())
+                ("TokenBucket, asyncio, loop.time clock", await _per_call(bare.acquire, calls, rounds)())
             )
         return rows
 
     async def on_trio() -> float:
-        ours = AsyncTokenBucket(HUGE, HUGE)
+        ours = TokenBucket(HUGE, HUGE)
         return await _per_call(ours.acquire, calls, rounds)()
 
     best: dict[str, float] = {}
     for name, ns in asyncio.run(on_asyncio()):
         best[name] = min(ns, best.get(name, ns))
-    best["AsyncTokenBucket, trio"] = min(anyio.run(on_trio, backend="trio") for _ in range(3))
+    best["TokenBucket, trio"] = min(anyio.run(on_trio, backend="trio") for _ in range(3))
     best["(DEFAULT_CLOCK.now() alone, asyncio)"] = _clock_cost(calls, rounds)
     return list(best.items())
 
@@ -148,7 +148,7 @@ def crowd(rounds: int) -> dict[str, list[Crowd]]:
     results: dict[str, list[Crowd]] = {"ours, asyncio": [], "aiolimiter, asyncio": [], "ours, trio": []}
 
     async def ours_asyncio() -> Crowd:
-        bucket = AsyncTokenBucket(RATE, 1, tokens=0)
+        bucket = TokenBucket(RATE, 1, tokens=0)
         tasks: set[asyncio.Task[None]] = set()
         result = await _crowd(bucket.acquire, lambda run: tasks.add(asyncio.ensure_future(run())))
         await asyncio.gather(*tasks)
@@ -163,7 +163,7 @@ def crowd(rounds: int) -> dict[str, list[Crowd]]:
         return result
 
     async def ours_trio() -> Crowd:
-        bucket = AsyncTokenBucket(RATE, 1, tokens=0)
+        bucket = TokenBucket(RATE, 1, tokens=0)
         outcome: list[Crowd] = []
         async with anyio.create_task_group() as tg:
             outcome.append(await _crowd(bucket.acquire, tg.start_soon))
@@ -188,7 +188,7 @@ def main() -> None:
     reference = dict(rows)["aiolimiter.AsyncLimiter, asyncio"]
     for name, ns in rows:
         print(f"  {name:<46} {ns:8.0f} ns   {ns / reference:5.2f}")
-    ratio = dict(rows)["AsyncTokenBucket, asyncio"] / reference
+    ratio = dict(rows)["TokenBucket, asyncio"] / reference
     print(f"  target: ours <= 0.50 x aiolimiter -> {ratio:.2f} {'met' if ratio <= 0.5 else 'NOT met'}")
 
     ideal = WAITERS / RATE

@@ -1,4 +1,4 @@
-"""What a Redis-backed acquire costs on loopback, beside the in-process AsyncTokenBucket.
+"""What a Redis-backed acquire costs on loopback, beside the in-process TokenBucket.
 
 Run on demand (never part of the test suite)::
 
@@ -15,7 +15,7 @@ Rows:
   client's ``execute_command`` (redis-py sends every command through it), over calls that do not wait
   and over calls that all wait for their token (a bucket of 2,000/s driven by 16 tasks). Target: 1.
 * ``us / acquire``: microseconds per sequential ``await acquire()`` on a bucket that never makes a call
-  wait (median of several rounds), for ``RedisTokenBucket`` and the in-process ``AsyncTokenBucket``;
+  wait (median of several rounds), for ``RedisTokenBucket`` and the in-process ``TokenBucket``;
   then the other shared primitives' operations on the same server for comparison. A plain redis-py
   ``PING`` shows the floor: what one loopback round trip costs before any script runs.
 * ``acquires / s, 16 tasks``: throughput when 16 tasks of one process acquire concurrently (redis-py
@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from asyncretry import AdaptiveLimiterConfig, AsyncTokenBucket, CircuitBreakerConfig
+from asyncretry import AdaptiveLimiterConfig, CircuitBreakerConfig, TokenBucket
 from asyncretry.redis import (
     RedisAdaptiveRateLimiter,
     RedisBackend,
@@ -138,8 +138,8 @@ async def run(url: str, n: int, rounds: int) -> list[tuple[str, str]]:
         rows.append(("us / PING, redis-py alone (one loopback round trip)",
                      f"{await _per_call(client.ping, n, rounds):.1f}"))
         rows.append(("us / acquire, RedisTokenBucket", f"{await _per_call(free.acquire, n, rounds):.1f}"))
-        local = AsyncTokenBucket(HUGE, HUGE)
-        rows.append(("us / acquire, AsyncTokenBucket (in-process)", f"{await _per_call(local.acquire, n, rounds):.3f}"))
+        local = TokenBucket(HUGE, HUGE)
+        rows.append(("us / acquire, TokenBucket (in-process)", f"{await _per_call(local.acquire, n, rounds):.3f}"))
 
         quota = RedisRetryQuota(backend, name="quota")
 

@@ -7,7 +7,7 @@ and warms up (one round trip per bucket, which also loads the script), prints ``
 line on stdin (the barrier), then runs ``tasks`` tasks per bucket for ``duration`` seconds and prints
 ``{"grants": {name: [wall-clock times]}, "round_trips": {name: n}, "stopped": time, "cpu": seconds,
 "outages": [[share, fleet_size], ...]}`` (``stopped``: when it stopped recording grants, on the wall
-clock; ``cpu``: the process's CPU time while it ran; ``outages``: what each BackendUnavailableEvent said).
+clock; ``cpu``: the process's CPU time while it ran; ``outages``: what each BackendLost said).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from asyncretry import BackendUnavailableEvent, Event, EventBus
+from asyncretry import BackendLost, Event, EventBus
 from asyncretry.redis import RedisBackend, RedisTokenBucket
 
 
@@ -32,7 +32,7 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
     bus = EventBus()
 
     def heard(event: Event) -> None:
-        if isinstance(event, BackendUnavailableEvent):
+        if isinstance(event, BackendLost):
             outages.append([event.share, event.fleet_size])
 
     bus.subscribe(heard)

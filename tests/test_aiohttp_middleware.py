@@ -34,11 +34,11 @@ from asyncretry import (
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
 from asyncretry.aiohttp import (
     AttemptTimeoutError,
-    CircuitOpenClientError,
     HttpClassifier,
     RetryMiddleware,
     retry_info,
 )
+from asyncretry.aiohttp import CircuitOpenError as AiohttpCircuitOpenError
 from conftest import EventLog, fresh_app
 from rawserver import STALL, RawServer, response
 
@@ -194,7 +194,7 @@ async def test_every_failure_of_120_requests_to_a_dead_port_is_an_aiohttp_error(
             else:
                 pytest.fail("a dead port answered")
     assert "ClientConnectorError" in kinds or "ClientConnectorDNSError" in kinds
-    assert kinds & {"CircuitOpenClientError", "RetryCapacityExceededError"}
+    assert kinds & {"CircuitOpenError", "RetryCapacityExceededError"}
 
 
 async def test_an_open_breaker_is_an_aiohttp_error_and_a_circuit_open_error(closed_port: int) -> None:
@@ -206,7 +206,7 @@ async def test_an_open_breaker_is_an_aiohttp_error_and_a_circuit_open_error(clos
                 await client.get(f"http://127.0.0.1:{closed_port}/")
         with pytest.raises(aiohttp.ClientConnectionError) as caught:
             await client.get(f"http://127.0.0.1:{closed_port}/")
-    assert isinstance(caught.value, CircuitOpenClientError)
+    assert isinstance(caught.value, AiohttpCircuitOpenError)
     assert isinstance(caught.value, CircuitOpenError)
 
 

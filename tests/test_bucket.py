@@ -1,4 +1,4 @@
-"""AsyncTokenBucket: refill arithmetic, strictly FIFO waiters, timeouts, cancellation and live reconfiguration."""
+"""TokenBucket: refill arithmetic, strictly FIFO waiters, timeouts, cancellation and live reconfiguration."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncretry import AsyncTokenBucket, BucketStatistics, RateLimitTimeout
+from asyncretry import BucketStatistics, RateLimitTimeout, TokenBucket
 from asyncretry.testing import VirtualClock, virtual_time_loop
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +35,7 @@ def timeline(log: list[tuple[str, float]], start: float) -> list[tuple[str, floa
 
 async def start_acquirer(
     tg: anyio.abc.TaskGroup,
-    bucket: AsyncTokenBucket,
+    bucket: TokenBucket,
     n: float,
     log: list[tuple[str, float]],
     label: str,
@@ -63,7 +63,7 @@ async def start_acquirer(
 
 async def test_sequential_acquires_are_spaced_by_the_rate() -> None:
     """At 10 tokens/s with capacity 1, five acquires in a row take 0.4 s: the first is free, then one per 0.1 s."""
-    bucket = AsyncTokenBucket(10, 1)
+    bucket = TokenBucket(10, 1)
     start = now()
     times = []
     for _ in range(5):
@@ -74,7 +74,7 @@ async def test_sequential_acquires_are_spaced_by_the_rate() -> None:
 
 async def test_a_full_bucket_serves_a_burst_of_its_capacity_at_once() -> None:
     """A full bucket of capacity 5 grants five tokens without waiting; the sixth waits 1/rate."""
-    bucket = AsyncTokenBucket(2, 5)
+    bucket = TokenBucket(2, 5)
     start = now()
     for _ in range(5):
         await bucket.acquire()
@@ -85,7 +85,7 @@ async def test_a_full_bucket_serves_a_burst_of_its_capacity_at_once() -> None:
 
 async def test_initial_tokens_set_the_starting_level() -> None:
     """tokens=0 starts empty: acquiring 2 tokens at 4 tokens/s waits 0.5 s."""
-    bucket = AsyncTokenBucket(4, 8, tokens=0)
+    bucket = TokenBucket(4, 8, tokens=0)
     assert bucket.available == 0
     start = now()
     await bucket.acquire(2)
@@ -95,7 +95,7 @@ async def test_initial_tokens_set_the_starting_level() -> None:
 
 async def test_refill_stops_at_the_capacity() -> None:
     """An idle bucket fills up to its capacity and no further."""
-    bucket = AsyncTokenBucket(100, 3, tokens=0)
+    bucket = TokenBucket(100, 3, tokens=0)
     await anyio.sleep(0.01)
     assert bucket.available == pytest.approx(1)
     await anyio.sleep(60)
@@ -105,7 +105,7 @@ async def test_refill_stops_at_the_capacity() -> None:
 def test_tokens_accept_fractions() -> None:
     """Fractional requests take exactly what they ask for."""
     clock = VirtualClock()
-    bucket = AsyncTokenBucket(1, 2, tokens=1, clock=clock)
+    bucket = TokenBucket(1, 2, tokens=1, clock=clock)
     assert bucket.try_acquire(0.25)
     assert bucket.available == pytest.approx(0.75)
     clock.advance(0.5)
@@ -117,7 +117,7 @@ def test_tokens_accept_fractions() -> None:
 
 async def test_waiters_are_served_in_arrival_order_even_if_smaller() -> None:
     """A later, smaller request never overtakes an earlier one: grants come at 3 s, 4 s and 6 s."""
-    bucket = AsyncTokenBucket(1, 4, tokens=0)
+    bucket = TokenBucket(1, 4, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -135,7 +135,7 @@ async def test_a_newcomer_does_not_overtake_calls_served_just_before(anyio_backe
 
     On asyncio the calls resume in arrival order; trio resumes tasks woken together in its own order.
     """
-    bucket = AsyncTokenBucket(0, 3, tokens=0)
+    bucket = TokenBucket(0, 3, tokens=0)
     log: list[tuple[str, float]] = []
     async with anyio.create_task_group() as tg:
         await start_acquirer(tg, bucket, 1, log, "a")
@@ -173,7 +173,7 @@ async def test_only_the_head_waiter_sleeps_on_a_timer() -> None:
                 self.sleeping -= 1
 
     clock = CountingClock()
-    bucket = AsyncTokenBucket(100, 1, tokens=0, clock=clock)
+    bucket = TokenBucket(100, 1, tokens=0, clock=clock)
     log: list[tuple[str, float]] = []
     async with anyio.create_task_group() as tg:
         for i in range(100):
@@ -197,7 +197,7 @@ async def test_a_late_wake_up_hands_out_every_token_that_fell_due() -> None:
         async def sleep(self, seconds: float) -> None:
             await anyio.sleep(seconds + 0.05)
 
-    bucket = AsyncTokenBucket(1000, 1, tokens=0, clock=LateClock())
+    bucket = TokenBucket(1000, 1, tokens=0, clock=LateClock())
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -220,7 +220,7 @@ async def test_a_late_wake_up_hands_out_every_token_that_fell_due() -> None:
 def test_try_acquire_takes_only_what_is_there() -> None:
     """try_acquire takes tokens that are there and returns False, taking nothing, when they are not."""
     clock = VirtualClock()
-    bucket = AsyncTokenBucket(1, 3, tokens=2, clock=clock)
+    bucket = TokenBucket(1, 3, tokens=2, clock=clock)
     assert bucket.try_acquire(2) is True
     assert bucket.try_acquire() is False
     assert bucket.available == 0
@@ -231,7 +231,7 @@ def test_try_acquire_takes_only_what_is_there() -> None:
 
 async def test_try_acquire_never_overtakes_a_waiter() -> None:
     """With a waiter queued for 3 tokens, try_acquire(1) fails although 2 tokens are there."""
-    bucket = AsyncTokenBucket(1, 3, tokens=2)
+    bucket = TokenBucket(1, 3, tokens=2)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -243,7 +243,7 @@ async def test_try_acquire_never_overtakes_a_waiter() -> None:
 
 async def test_release_wakes_waiters_in_order_and_caps_at_capacity() -> None:
     """With rate 0, released tokens serve queued calls in order and the bucket never holds more than capacity."""
-    bucket = AsyncTokenBucket(0, 2, tokens=0)
+    bucket = TokenBucket(0, 2, tokens=0)
     log: list[tuple[str, float]] = []
     async with anyio.create_task_group() as tg:
         await start_acquirer(tg, bucket, 2, log, "a")
@@ -263,7 +263,7 @@ async def test_release_wakes_waiters_in_order_and_caps_at_capacity() -> None:
 
 async def test_rate_zero_waits_until_release() -> None:
     """A bucket that does not refill lets a call wait (without a timer) until tokens are released."""
-    bucket = AsyncTokenBucket(0, 1, tokens=0)
+    bucket = TokenBucket(0, 1, tokens=0)
     assert bucket.time_until_available() == math.inf
     log: list[tuple[str, float]] = []
     start = now()
@@ -279,7 +279,7 @@ async def test_rate_zero_waits_until_release() -> None:
 
 async def test_timeout_refuses_at_once_when_the_predicted_wait_is_too_long() -> None:
     """A call whose predicted wait exceeds its timeout fails immediately, without queueing."""
-    bucket = AsyncTokenBucket(1, 1, tokens=0)
+    bucket = TokenBucket(1, 1, tokens=0)
     start = now()
     with pytest.raises(RateLimitTimeout, match="bucket") as caught:
         await bucket.acquire(timeout=0.5)
@@ -292,7 +292,7 @@ async def test_timeout_refuses_at_once_when_the_predicted_wait_is_too_long() -> 
 
 async def test_timeout_prediction_counts_the_queue_ahead() -> None:
     """Behind a queued call, a 1.5 s timeout is refused (2 s predicted) and a 2 s timeout is served at 2 s."""
-    bucket = AsyncTokenBucket(1, 1, tokens=0)
+    bucket = TokenBucket(1, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -306,7 +306,7 @@ async def test_timeout_prediction_counts_the_queue_ahead() -> None:
 
 async def test_timeout_expires_while_queued_after_the_rate_drops() -> None:
     """A queued call whose timeout runs out (the rate was lowered) leaves at its deadline, taking nothing."""
-    bucket = AsyncTokenBucket(1, 1, tokens=0)
+    bucket = TokenBucket(1, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -321,7 +321,7 @@ async def test_timeout_expires_while_queued_after_the_rate_drops() -> None:
 
 async def test_a_waiter_behind_the_head_times_out_at_its_own_deadline() -> None:
     """A non-head waiter's timeout fires at its deadline while the head keeps waiting and is served later."""
-    bucket = AsyncTokenBucket(1, 1, tokens=0)
+    bucket = TokenBucket(1, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -340,7 +340,7 @@ async def test_a_waiter_behind_the_head_times_out_at_its_own_deadline() -> None:
 
 async def test_timeout_zero_succeeds_when_tokens_are_there() -> None:
     """timeout=0 takes tokens that are there and refuses at once when they are not."""
-    bucket = AsyncTokenBucket(1, 1)
+    bucket = TokenBucket(1, 1)
     await bucket.acquire(timeout=0)
     with pytest.raises(RateLimitTimeout):
         await bucket.acquire(timeout=0)
@@ -351,7 +351,7 @@ async def test_timeout_zero_succeeds_when_tokens_are_there() -> None:
 
 async def test_raising_the_rate_makes_the_head_replan_at_once() -> None:
     """A call that would wait 10 s at 0.1 tokens/s is served at 0.01 s once the rate is raised to 100/s."""
-    bucket = AsyncTokenBucket(0.1, 1, tokens=0)
+    bucket = TokenBucket(0.1, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -362,7 +362,7 @@ async def test_raising_the_rate_makes_the_head_replan_at_once() -> None:
 
 async def test_a_rate_change_refills_at_the_old_rate_first() -> None:
     """Halving the rate at 0.5 s keeps the half token already accrued: the call is served at 1.5 s."""
-    bucket = AsyncTokenBucket(1, 1, tokens=0)
+    bucket = TokenBucket(1, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -375,7 +375,7 @@ async def test_a_rate_change_refills_at_the_old_rate_first() -> None:
 
 async def test_rate_zero_then_positive_wakes_the_head() -> None:
     """A head waiting on a non-refilling bucket is woken when a rate is set."""
-    bucket = AsyncTokenBucket(0, 1, tokens=0)
+    bucket = TokenBucket(0, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -388,7 +388,7 @@ async def test_rate_zero_then_positive_wakes_the_head() -> None:
 def test_lowering_the_capacity_clamps_the_tokens() -> None:
     """A full bucket whose capacity drops from 10 to 4 holds 4 tokens; raising it again adds none."""
     clock = VirtualClock()
-    bucket = AsyncTokenBucket(1, 10, clock=clock)
+    bucket = TokenBucket(1, 10, clock=clock)
     bucket.capacity = 4
     assert bucket.available == 4
     bucket.capacity = 8
@@ -399,7 +399,7 @@ def test_lowering_the_capacity_clamps_the_tokens() -> None:
 
 async def test_a_queued_call_above_a_lowered_capacity_fails_and_the_next_moves_up() -> None:
     """Lowering the capacity below a queued request fails it with ValueError; the call behind is served."""
-    bucket = AsyncTokenBucket(1, 10, tokens=0)
+    bucket = TokenBucket(1, 10, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     failed: list[BaseException] = []
@@ -428,7 +428,7 @@ async def test_a_queued_call_above_a_lowered_capacity_fails_and_the_next_moves_u
 
 async def test_cancelling_the_head_passes_its_turn_on() -> None:
     """When the head waiter is cancelled, the next one takes over and is served when its tokens are there."""
-    bucket = AsyncTokenBucket(1, 2, tokens=0)
+    bucket = TokenBucket(1, 2, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -443,7 +443,7 @@ async def test_cancelling_the_head_passes_its_turn_on() -> None:
 
 async def test_cancelling_a_waiter_in_the_middle_leaves_no_reservation() -> None:
     """A cancelled waiter behind the head takes no tokens: the one behind it is served one token earlier."""
-    bucket = AsyncTokenBucket(1, 1, tokens=0)
+    bucket = TokenBucket(1, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -464,7 +464,7 @@ async def test_cancellation_right_after_the_grant_gives_the_tokens_back(cancelle
     Both queued calls are granted by one release(); then one of them (the head, or the one behind it,
     which waits on an event rather than a timer) is cancelled before it could run.
     """
-    bucket = AsyncTokenBucket(0, 2, tokens=0)
+    bucket = TokenBucket(0, 2, tokens=0)
     log: list[tuple[str, float]] = []
     async with anyio.create_task_group() as tg:
         scopes = {
@@ -481,7 +481,7 @@ async def test_cancellation_right_after_the_grant_gives_the_tokens_back(cancelle
 
 async def test_tokens_given_back_after_a_cancelled_grant_serve_the_next_waiter() -> None:
     """The tokens a cancelled call gives back go to the call queued behind it, at once."""
-    bucket = AsyncTokenBucket(0, 1, tokens=0)
+    bucket = TokenBucket(0, 1, tokens=0)
     log: list[tuple[str, float]] = []
     start = now()
     async with anyio.create_task_group() as tg:
@@ -496,7 +496,7 @@ async def test_tokens_given_back_after_a_cancelled_grant_serve_the_next_waiter()
 
 async def test_a_callers_deadline_cancels_a_queued_call_cleanly() -> None:
     """A caller's move_on_after cancels a queued acquire; the bucket forgets it and serves the next call."""
-    bucket = AsyncTokenBucket(1, 1, tokens=0)
+    bucket = TokenBucket(1, 1, tokens=0)
     start = now()
     with anyio.move_on_after(0.3):
         await bucket.acquire()
@@ -512,7 +512,7 @@ async def test_a_thousand_waiters_with_half_of_them_cancelled() -> None:
     sizes = [rng.choice((1, 2, 3)) for _ in range(count)]
     doomed = rng.sample(range(count), count // 2)
     cancel_at = sorted((rng.uniform(0, 6), i) for i in doomed)
-    bucket = AsyncTokenBucket(200, 3, tokens=0)
+    bucket = TokenBucket(200, 3, tokens=0)
     scopes: list[anyio.CancelScope] = []
     served: dict[int, float] = {}
     start = now()
@@ -568,19 +568,19 @@ async def test_a_thousand_waiters_with_half_of_them_cancelled() -> None:
 def test_constructor_rejects_bad_numbers_naming_the_parameter(kwargs: dict[str, Any], name: str) -> None:
     """Out-of-range, NaN or infinite settings raise ValueError naming the parameter."""
     with pytest.raises(ValueError, match=rf"^{name} must"):
-        AsyncTokenBucket(**kwargs)
+        TokenBucket(**kwargs)
 
 
 def test_constructor_rejects_non_numbers() -> None:
     """A rate that is not a number raises TypeError."""
     with pytest.raises(TypeError, match="rate"):
-        AsyncTokenBucket("10", 1)  # type: ignore[arg-type]
+        TokenBucket("10", 1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("n", [0, -1, 4, math.nan, math.inf])
 async def test_acquire_rejects_bad_amounts_at_once(n: float) -> None:
     """acquire(n) with n <= 0, NaN or n > capacity raises ValueError naming n, without waiting."""
-    bucket = AsyncTokenBucket(1, 3, tokens=0)
+    bucket = TokenBucket(1, 3, tokens=0)
     with pytest.raises(ValueError, match=r"^n must"):
         await bucket.acquire(n)
     with pytest.raises(ValueError, match=r"^n must"):
@@ -592,7 +592,7 @@ async def test_acquire_rejects_bad_amounts_at_once(n: float) -> None:
 
 async def test_acquire_rejects_a_negative_timeout() -> None:
     """A negative or NaN timeout raises ValueError naming timeout, even when tokens are there."""
-    bucket = AsyncTokenBucket(1, 3)
+    bucket = TokenBucket(1, 3)
     for bad in (-1, math.nan):
         with pytest.raises(ValueError, match=r"^timeout must"):
             await bucket.acquire(timeout=bad)
@@ -601,7 +601,7 @@ async def test_acquire_rejects_a_negative_timeout() -> None:
 
 def test_setters_and_release_validate() -> None:
     """The rate and capacity setters and release() refuse bad numbers and leave the bucket unchanged."""
-    bucket = AsyncTokenBucket(1, 3, clock=VirtualClock())
+    bucket = TokenBucket(1, 3, clock=VirtualClock())
     with pytest.raises(ValueError, match=r"^rate must"):
         bucket.rate = -1
     with pytest.raises(ValueError, match=r"^capacity must"):
@@ -617,7 +617,7 @@ def test_setters_and_release_validate() -> None:
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_a_bucket_made_outside_a_loop_starts_refilling_at_its_first_use(backend: str) -> None:
     """Created in sync code, an empty bucket is still empty at first use in a virtual-time loop, then refills."""
-    bucket = AsyncTokenBucket(1, 5, tokens=0)
+    bucket = TokenBucket(1, 5, tokens=0)
 
     async def main() -> tuple[float, float]:
         first = bucket.available
@@ -661,7 +661,7 @@ def test_tokens_stay_within_bounds_and_are_accounted_for(
 ) -> None:
     """Whatever is done to it, a bucket holds between 0 and capacity tokens and grants no more than it got."""
     clock = VirtualClock()
-    bucket = AsyncTokenBucket(rate, capacity, tokens=capacity * fill, clock=clock)
+    bucket = TokenBucket(rate, capacity, tokens=capacity * fill, clock=clock)
     supplied = capacity * fill  # an upper bound on what can have been granted
     for operation, value in operations:
         before = bucket.available
@@ -696,7 +696,7 @@ def test_tokens_stay_within_bounds_and_are_accounted_for(
 def test_statistics_are_a_frozen_snapshot() -> None:
     """statistics() reports the configuration, the level and the counters, in a frozen dataclass."""
     clock = VirtualClock()
-    bucket = AsyncTokenBucket(10, 5, clock=clock, name="api")
+    bucket = TokenBucket(10, 5, clock=clock, name="api")
     bucket.try_acquire(2)
     bucket.try_acquire(1)
     assert not bucket.try_acquire(3)
@@ -720,7 +720,7 @@ def test_statistics_are_a_frozen_snapshot() -> None:
 
 async def test_statistics_count_waits() -> None:
     """A call that had to queue counts as a wait, one served at once does not."""
-    bucket = AsyncTokenBucket(10, 1)
+    bucket = TokenBucket(10, 1)
     await bucket.acquire()
     await bucket.acquire()
     stats = bucket.statistics()
@@ -730,16 +730,16 @@ async def test_statistics_count_waits() -> None:
 async def test_repr_shows_name_rate_capacity_level_and_queue() -> None:
     """repr() names the bucket and shows its rate, capacity, available tokens and queue length."""
     clock = VirtualClock()
-    bucket = AsyncTokenBucket(10, 5, clock=clock, name="api")
+    bucket = TokenBucket(10, 5, clock=clock, name="api")
     assert bucket.try_acquire(1.8)
-    assert repr(bucket) == "<AsyncTokenBucket 'api' rate=10/s capacity=5 available=3.2 waiting=0>"
+    assert repr(bucket) == "<TokenBucket 'api' rate=10/s capacity=5 available=3.2 waiting=0>"
     clock.advance(60)
-    assert repr(bucket) == "<AsyncTokenBucket 'api' rate=10/s capacity=5 available=5 waiting=0>"
+    assert repr(bucket) == "<TokenBucket 'api' rate=10/s capacity=5 available=5 waiting=0>"
 
 
 async def test_time_until_available_counts_the_queue() -> None:
     """The predicted wait covers the tokens of queued calls ahead, then the new request's own shortfall."""
-    bucket = AsyncTokenBucket(2, 4, tokens=1)
+    bucket = TokenBucket(2, 4, tokens=1)
     assert bucket.time_until_available(1) == 0
     assert bucket.time_until_available(3) == pytest.approx(1)
     log: list[tuple[str, float]] = []
@@ -754,7 +754,7 @@ def test_a_bucket_used_by_two_event_loops_in_turn_reads_the_running_loops_clock(
     another time origin) must read that loop's time, not the stopped one's."""
     from asyncretry.testing import VirtualTimeEventLoop
 
-    bucket = AsyncTokenBucket(1.0, 1.0)
+    bucket = TokenBucket(1.0, 1.0)
     waited: list[float] = []
 
     async def take_then_idle() -> None:

@@ -115,7 +115,7 @@ async def test_the_async_for_loop_ends_with_the_real_error(why: str, policy: Ret
 
 @pytest.mark.parametrize(("why", "policy"), STOPS[:3] + STOPS[4:], ids=IDS[:3] + IDS[4:])
 def test_the_sync_twin_ends_with_the_real_error(why: str, policy: RetryPolicy) -> None:
-    """The synchronous driver (call_sync) follows the same rule (no deadline: it would sleep for real)."""
+    """The synchronous driver (sync_call) follows the same rule (no deadline: it would sleep for real)."""
     retrier = Retrier(_retryable(policy).replace(backoff=NoBackoff()), clock=VirtualClock())
     raised: list[BaseException] = []
 
@@ -124,7 +124,7 @@ def test_the_sync_twin_ends_with_the_real_error(why: str, policy: RetryPolicy) -
         raise raised[-1]
 
     with pytest.raises(Down) as caught:
-        retrier.call_sync(down)
+        retrier.sync_call(down)
     _check_real(caught.value, raised, why)
 
 

@@ -356,10 +356,10 @@ def test_the_sync_forms_share_one_quota_across_threads() -> None:
 
 
 def test_call_sync_and_the_sync_attempts_loop() -> None:
-    """Retrier.call_sync and `for attempt in retrier.sync_attempts(): with attempt:` retry plain code."""
+    """Retrier.sync_call and `for attempt in retrier.sync_attempts(): with attempt:` retry plain code."""
     retrier = Retrier(RetryPolicy(backoff=NoBackoff()))
     flaky = SyncFlaky(failures=1)
-    assert retrier.call_sync(flaky, "x") == "x"
+    assert retrier.sync_call(flaky, "x") == "x"
     flaky.calls = 0
     for attempt in retrier.sync_attempts(scope="loop"):
         with attempt:

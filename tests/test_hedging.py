@@ -439,10 +439,10 @@ async def test_the_decorator_hedges_with_a_hedging_policy() -> None:
 
 
 def test_synchronous_code_cannot_hedge() -> None:
-    """call_sync and @retry on a plain function refuse a hedging policy with a ValueError that says why."""
+    """sync_call and @retry on a plain function refuse a hedging policy with a ValueError that says why."""
     shared = retrier()
     with pytest.raises(ValueError, match="hedging"):
-        shared.call_sync(lambda: 1)
+        shared.sync_call(lambda: 1)
     with pytest.raises(ValueError, match="hedging"):
         retry(RetryPolicy(hedging=hedging()))(lambda: 1)
 

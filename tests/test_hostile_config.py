@@ -103,7 +103,7 @@ DEAD_REDIS = _dead_redis_url()
 
 # The arguments a constructor needs before one of its parameters can be driven.
 REQUIRED: dict[str, dict[str, Any]] = {
-    "AsyncTokenBucket": {"rate": 1.0, "capacity": 1.0},
+    "TokenBucket": {"rate": 1.0, "capacity": 1.0},
     "BudgetTicket": {"slice": 0},
     "FixedBackoff": {"delay": 0.5},
     "HedgingConfig": {"delay": 0.1},
@@ -131,7 +131,7 @@ def _on_asyncio(main: Callable[[], Awaitable[None]]) -> None:
     anyio.run(main, backend="asyncio")
 
 
-def _use_bucket(obj: asyncretry.AsyncTokenBucket) -> None:
+def _use_bucket(obj: asyncretry.TokenBucket) -> None:
     obj.try_acquire(min(1.0, obj.capacity))
     obj.time_until_available(min(1.0, obj.capacity))
 
@@ -258,7 +258,7 @@ def _use_instrumentation(obj: Any) -> None:
 # Looked up by the exact class first (its public name, then its name), then by a base class (an
 # ExponentialBackoff is a Backoff).
 FIRST_USES: dict[str, Callable[[Any], object]] = {
-    "AsyncTokenBucket": _use_bucket,
+    "TokenBucket": _use_bucket,
     "RetryQuota": _use_quota,
     "AdaptiveRateLimiter": _use_limiter,
     "CircuitBreaker": _use_breaker,
@@ -475,7 +475,7 @@ def test_every_factory_result_is_used() -> None:
 
 def test_every_public_settings_class_is_driven() -> None:
     """The introspection finds the configuration classes and their parameters (so the cases below are real)."""
-    for name in ("AsyncTokenBucket", "RetryPolicy", "RetryQuotaConfig", "CircuitBreakerConfig",
+    for name in ("TokenBucket", "RetryPolicy", "RetryQuotaConfig", "CircuitBreakerConfig",
                  "AdaptiveLimiterConfig", "Retrier", "AsyncRetryTransport", "HttpClassifier", "VirtualClock"):
         assert name in CLASSES
     assert len(CASES) > 80

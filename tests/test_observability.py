@@ -19,7 +19,6 @@ import asyncretry
 from asyncretry import (
     AdaptiveLimiterConfig,
     AdaptiveRateLimiter,
-    AsyncTokenBucket,
     AttemptFinished,
     BreakerState,
     BreakerStateChanged,
@@ -40,6 +39,7 @@ from asyncretry import (
     RetryScheduled,
     ScopeEvicted,
     Throttled,
+    TokenBucket,
     statistics_to_dict,
 )
 from asyncretry.httpx import AsyncRetryTransport, RetryTransport
@@ -375,7 +375,7 @@ def _objects() -> dict[str, Any]:
     with httpx.Client(transport=sync_transport) as client:
         assert client.get("https://api.example/").status_code == 200
     return {
-        "bucket": AsyncTokenBucket(2.0, 5.0, clock=clock, name="bucket"),
+        "bucket": TokenBucket(2.0, 5.0, clock=clock, name="bucket"),
         "quota": RetryQuota(clock=clock, name="quota"),
         "limiter": AdaptiveRateLimiter(AdaptiveLimiterConfig(), clock=clock, name="limiter"),
         "breaker": breaker,

@@ -29,9 +29,9 @@ class Flaky:
 def test_on_works_on_the_policy_the_retrier_and_the_decorator(on: Any) -> None:
     """The same on= retries a ValueError (which the default classifier does not) in each of the three places."""
     policy = RetryPolicy(on=on, backoff=NoBackoff())
-    assert Retrier(policy).call_sync(flaky := Flaky(ValueError("bad"))) == "ok"
+    assert Retrier(policy).sync_call(flaky := Flaky(ValueError("bad"))) == "ok"
     assert flaky.calls == 2
-    assert Retrier(RetryPolicy(backoff=NoBackoff()), on=on).call_sync(flaky := Flaky(ValueError("bad"))) == "ok"
+    assert Retrier(RetryPolicy(backoff=NoBackoff()), on=on).sync_call(flaky := Flaky(ValueError("bad"))) == "ok"
     assert flaky.calls == 2
     decorated = retry(on=on, backoff=NoBackoff())(flaky := Flaky(ValueError("bad")))
     assert decorated() == "ok"
@@ -41,14 +41,14 @@ def test_on_works_on_the_policy_the_retrier_and_the_decorator(on: Any) -> None:
 def test_on_retries_only_what_it_names() -> None:
     """An error on= does not name is not retried, whatever the default classifier would say."""
     with pytest.raises(ConnectionResetError):
-        Retrier(on=ValueError).call_sync(flaky := Flaky(ConnectionResetError()))
+        Retrier(on=ValueError).sync_call(flaky := Flaky(ConnectionResetError()))
     assert flaky.calls == 1
 
 
 def test_the_default_classifier_does_not_retry_value_error() -> None:
     """Without on=, a ValueError is final (a bug, not a transient failure): one attempt."""
     with pytest.raises(ValueError, match="bad"):
-        Retrier(RetryPolicy(backoff=NoBackoff())).call_sync(flaky := Flaky(ValueError("bad")))
+        Retrier(RetryPolicy(backoff=NoBackoff())).sync_call(flaky := Flaky(ValueError("bad")))
     assert flaky.calls == 1
 
 

@@ -16,7 +16,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncretry import AsyncTokenBucket, RateLimitTimeout
+from asyncretry import RateLimitTimeout, TokenBucket
 from asyncretry._primitives._shared import RemoteBucket
 from asyncretry.redis import RedisBackend, RedisTokenBucket
 from conftest_redis import RedisServer
@@ -229,14 +229,14 @@ async def test_try_acquire_never_overtakes_a_sleeping_reservation(redis_server: 
 
 @pytest.mark.anyio
 async def test_the_bucket_is_a_remote_bucket_built_around_a_local_one(redis_server: RedisServer, prefix: str) -> None:
-    """It implements the RemoteBucket protocol and is no AsyncTokenBucket: no synchronous call that cannot work."""
+    """It implements the RemoteBucket protocol and is no TokenBucket: no synchronous call that cannot work."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         bucket = RedisTokenBucket(backend, 1, 1, name="protocol")
         assert isinstance(bucket, RemoteBucket)
         typed: RemoteBucket = bucket  # and mypy checks the signatures
         assert typed is bucket
         anything: object = bucket
-        assert not isinstance(anything, AsyncTokenBucket)
+        assert not isinstance(anything, TokenBucket)
         assert await bucket.try_acquire()
         assert not await bucket.try_acquire()
 

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyncretry import (
+    BackendLost,
     BackendRecovered,
     BackendUnavailable,
-    BackendUnavailableEvent,
     BudgetExhausted,
     BudgetRestored,
     BudgetTicket,
@@ -46,7 +46,7 @@ class Recorder(EventLog):
     """An event bus keeping the events it hears."""
 
     def kinds(self) -> list[str]:
-        return self.names(BudgetExhausted, BudgetRestored, BackendUnavailableEvent, BackendRecovered)
+        return self.names(BudgetExhausted, BudgetRestored, BackendLost, BackendRecovered)
 
 
 def age(server: RedisServer, key: str, seconds: float) -> None:
@@ -188,7 +188,7 @@ async def test_fail_open_answers_from_this_processs_own_counts(closed_port: int)
         stats = budget.statistics()
         assert (stats.degraded, stats.requests, stats.retries, stats.exhausted) == (True, 4, 2, False)
         assert stats.fallbacks >= 5
-        assert recorder.kinds()[0] == "BackendUnavailableEvent"
+        assert recorder.kinds()[0] == "BackendLost"
         assert "degraded" in repr(budget)
 
 
@@ -223,7 +223,7 @@ async def test_after_an_outage_the_shared_window_is_used_again(own_redis_server:
         assert await budget.try_spend()
         stats = budget.statistics()
         assert (stats.degraded, stats.retries) == (False, 1)  # a fresh server: a fresh window
-    assert recorder.kinds() == ["BackendUnavailableEvent", "BackendRecovered"]
+    assert recorder.kinds() == ["BackendLost", "BackendRecovered"]
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from redis.crc import key_slot
 
 from asyncretry import (
     AdaptiveLimiterConfig,
+    BackendLost,
     BackendUnavailable,
-    BackendUnavailableEvent,
     CircuitBreakerConfig,
     CircuitOpenError,
     ConfigurationError,
@@ -157,8 +157,8 @@ async def test_a_killed_node_is_an_outage_of_its_keys_only(own_valkey_cluster: V
                 assert not bucket.statistics().degraded
             assert await opened.try_acquire(5)  # fail open: the local quota pays
         assert opened.statistics().degraded
-        assert [type(event) for event in seen if isinstance(event, BackendUnavailableEvent)] == [
-            BackendUnavailableEvent
+        assert [type(event) for event in seen if isinstance(event, BackendLost)] == [
+            BackendLost
         ]
         assert not backend.up
 

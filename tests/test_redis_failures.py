@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from asyncretry import (
+    BackendLost,
     BackendRecovered,
     BackendUnavailable,
-    BackendUnavailableEvent,
     BreakerState,
     CircuitBreakerConfig,
     CircuitOpenError,
@@ -43,7 +43,7 @@ class Recorder(EventLog):
     """Keeps the backend events of a bus as (kind, source, detail) tuples."""
 
     def keep(self, event: Event) -> Any:
-        if isinstance(event, BackendUnavailableEvent):
+        if isinstance(event, BackendLost):
             return ("unavailable", event.source, event.fallback)
         if isinstance(event, BackendRecovered):
             return ("recovered", event.source, f"{event.down_for:.3f}")

@@ -67,7 +67,7 @@ def rate_between(results: list[dict[str, Any]], name: str, start: float, end: fl
 
 def test_three_processes_hold_the_fleets_rate_while_redis_is_down(own_redis_server: RedisServer, prefix: str) -> None:
     """3 processes share 30/s; Redis killed for 4 s: each falls back to a third of the rate (it saw a fleet
-    of 3, and says so in its BackendUnavailableEvent), so the fleet stays within 1.5x of 30/s, and it is
+    of 3, and says so in its BackendLost), so the fleet stays within 1.5x of 30/s, and it is
     held at 30/s again once Redis is back."""
     rate, processes = 30.0, 3
     config = {"url": own_redis_server.url, "prefix": prefix, "names": ["fleet"], "rate": rate, "capacity": 3,

@@ -153,7 +153,7 @@ def test_sync_calls_in_threads_give_back_every_retry_the_deadline_dropped() -> N
     def calls() -> None:
         for _ in range(20):
             with contextlib.suppress(Down):
-                retrier.call_sync(down_sync)
+                retrier.sync_call(down_sync)
 
     threads = [threading.Thread(target=calls) for _ in range(8)]
     for thread in threads:

@@ -171,7 +171,7 @@ def _run_in_thread(retrier: Retrier, fn: SyncAlwaysFails) -> list[BaseException]
 
     def work() -> None:
         try:
-            retrier.call_sync(fn)
+            retrier.sync_call(fn)
         except ConnectionResetError as error:
             raised.append(error)
 

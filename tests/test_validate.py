@@ -11,7 +11,6 @@ import pytest
 from asyncretry import (
     AdaptiveLimiterConfig,
     AdaptiveRateLimiter,
-    AsyncTokenBucket,
     CircuitBreaker,
     CircuitBreakerConfig,
     Classifier,
@@ -21,6 +20,7 @@ from asyncretry import (
     RetryPolicy,
     RetryQuota,
     RetryQuotaConfig,
+    TokenBucket,
     poll,
 )
 from asyncretry._validate import MAX_INT, check_int, check_items, check_number, check_seconds
@@ -33,8 +33,8 @@ HUGE = 10**400
 @pytest.mark.parametrize(
     ("build", "name"),
     [
-        (lambda: AsyncTokenBucket(HUGE, 1), "rate"),
-        (lambda: AsyncTokenBucket(1, HUGE), "capacity"),
+        (lambda: TokenBucket(HUGE, 1), "rate"),
+        (lambda: TokenBucket(1, HUGE), "capacity"),
         (lambda: RetryPolicy(deadline=HUGE), "deadline"),
         (lambda: RetryPolicy(max_attempts=HUGE), "max_attempts"),
         (lambda: RetryQuotaConfig(max_capacity=HUGE), "max_capacity"),
@@ -113,7 +113,7 @@ def test_a_config_of_the_wrong_type_is_a_type_error(owner: Callable[..., object]
 @pytest.mark.parametrize(
     "build",
     [
-        lambda clock: AsyncTokenBucket(1, 1, clock=clock),
+        lambda clock: TokenBucket(1, 1, clock=clock),
         lambda clock: CircuitBreaker(clock=clock),
         lambda clock: RetryQuota(clock=clock),
         lambda clock: AdaptiveRateLimiter(clock=clock),

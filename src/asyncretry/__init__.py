@@ -7,19 +7,16 @@ behind one retry engine with three ways in, and an httpx transport (:mod:`asyncr
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import sys
-import typing
 from importlib import metadata as _metadata
 
 from ._breaker_state import BreakerState as BreakerState
+from ._deprecation import renamed_names as _renamed_names
 
 # --- base: exceptions, events
 from ._events import GLOBAL_EVENTS as GLOBAL_EVENTS
 from ._events import AttemptFinished as AttemptFinished
+from ._events import BackendLost as BackendLost
 from ._events import BackendRecovered as BackendRecovered
-from ._events import BackendUnavailableEvent as BackendUnavailableEvent
 from ._events import BreakerStateChanged as BreakerStateChanged
 from ._events import BudgetExhausted as BudgetExhausted
 from ._events import BudgetRestored as BudgetRestored
@@ -44,10 +41,10 @@ from ._exceptions import RateLimitTimeout as RateLimitTimeout
 from ._exceptions import RetriesExhausted as RetriesExhausted
 from ._exceptions import RetryBudgetExceeded as RetryBudgetExceeded
 from ._exceptions import RetryCapacityExceeded as RetryCapacityExceeded
+from ._primitives._bucket import BucketStatistics as BucketStatistics
 
 # --- primitives: token bucket
-from ._primitives._bucket import AsyncTokenBucket as AsyncTokenBucket
-from ._primitives._bucket import BucketStatistics as BucketStatistics
+from ._primitives._bucket import TokenBucket as TokenBucket
 
 # --- primitives: clock
 from ._primitives._clock import DEFAULT_CLOCK as DEFAULT_CLOCK
@@ -143,15 +140,14 @@ __all__ = [
     "AdaptiveRateLimiter",
     "AnyioClock",
     "AsyncRetryError",
-    "AsyncTokenBucket",
     "Attempt",
     "AttemptFinished",
     "AttemptRecord",
     "AttemptTimeout",
     "Attempts",
+    "BackendLost",
     "BackendRecovered",
     "BackendUnavailable",
-    "BackendUnavailableEvent",
     "Backoff",
     "BreakerState",
     "BreakerStateChanged",
@@ -216,6 +212,7 @@ __all__ = [
     "Step",
     "SyncAttempts",
     "Throttled",
+    "TokenBucket",
     "attach_history",
     "botocore_classifier",
     "error_code_of",
@@ -228,38 +225,13 @@ __all__ = [
 ]
 
 
-def _name_public_objects() -> None:
-    """Make the public classes and functions say ``asyncretry.X`` in reprs, tracebacks and docs.
-
-    They are defined in private modules; without this a ``TypeError`` or ``repr(type(policy))`` would show
-    ``asyncretry._engine._policy.RetryPolicy``, a path users should neither see nor import. pickle finds
-    them under the public name too, since every one of them is importable from here (as httpx does).
-    """
-    namespace = globals()
-    for name in __all__:
-        obj = namespace[name]
-        if isinstance(obj, type):
-            # typing.get_type_hints() resolves a class's string annotations in the module named by
-            # __module__ (its bases' in theirs): resolve them now, in their own modules, so that it keeps
-            # working afterwards. Names imported only for type checkers are found among the public ones.
-            for klass in obj.__mro__:
-                own = inspect.get_annotations(klass)
-                if own and klass.__module__.startswith("asyncretry") and klass.__module__ in sys.modules:
-                    with contextlib.suppress(Exception):  # a name nowhere to be found: keep the strings
-                        scope = {**namespace, **vars(sys.modules[klass.__module__])}
-                        hints = typing.get_type_hints(klass, globalns=scope, include_extras=True)
-                        klass.__annotations__ = {key: hints[key] for key in own}
-            obj.__module__ = __name__
-        elif inspect.isfunction(obj):
-            obj.__module__ = __name__  # its annotations resolve in its __globals__, which do not change
-
-
-_name_public_objects()
-del _name_public_objects
+# Names kept working for a while, with a DeprecationWarning (they are no longer in __all__).
+_renamed = _renamed_names(
+    __name__, globals(), {"AsyncTokenBucket": "TokenBucket", "BackendUnavailableEvent": "BackendLost"}
+)
 
 
 def __getattr__(name: str) -> object:
-    # Names kept working for a while, with a warning (they are no longer in __all__).
     if name == "FirstAttempt":
         import warnings
 
@@ -270,4 +242,4 @@ def __getattr__(name: str) -> object:
             DeprecationWarning, stacklevel=2,
         )
         return FirstAttempt
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _renamed(name)

@@ -33,8 +33,8 @@ from ._breaker_state import BreakerState
 __all__ = [
     "GLOBAL_EVENTS",
     "AttemptFinished",
+    "BackendLost",
     "BackendRecovered",
-    "BackendUnavailableEvent",
     "BreakerStateChanged",
     "BudgetExhausted",
     "BudgetRestored",
@@ -348,7 +348,7 @@ class ScopeEvicted(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BackendUnavailableEvent(Event):
+class BackendLost(Event):
     """A shared-state backend could not be reached; ``fallback`` says what the object does meanwhile.
 
     Attributes:

@@ -28,7 +28,7 @@ def statistics_to_dict(source: object) -> dict[str, Any]:
         source: a snapshot (``RetrierStatistics``, ``QuotaStatistics`` ...) or any object with a
             ``statistics()`` method returning one: a :class:`~asyncretry.Retrier`, an httpx transport,
             a :class:`~asyncretry.RetryQuota`, :class:`~asyncretry.AdaptiveRateLimiter`,
-            :class:`~asyncretry.CircuitBreaker` or :class:`~asyncretry.AsyncTokenBucket`.
+            :class:`~asyncretry.CircuitBreaker` or :class:`~asyncretry.TokenBucket`.
 
     Returns:
         The snapshot's fields by name.

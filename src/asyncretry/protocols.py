@@ -5,6 +5,11 @@ A :class:`~asyncretry.Retrier` takes either the in-process primitives (``RetryQu
 (``asyncretry.redis`` implements them on Redis)::
 
     from asyncretry.protocols import RemoteQuota
+
+Whatever the server, a backend that cannot reach it either fails closed with
+:class:`~asyncretry.BackendUnavailable` or falls back to local state, and announces each outage with the
+:class:`~asyncretry.BackendLost` and :class:`~asyncretry.BackendRecovered` events: these names belong to
+every backend, not to Redis alone, so they are importable from ``asyncretry`` itself.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`@retry`: the decorator way in, for async and plain functions alike, preserving their signatures (ParamSpec).
 
 ``@retry`` on an ``async def`` gives a coroutine function driven by :meth:`Retrier.call`; on a plain
-``def`` it gives a plain function driven by :meth:`Retrier.call_sync` (sleeping with :func:`time.sleep`).
+``def`` it gives a plain function driven by :meth:`Retrier.sync_call` (sleeping with :func:`time.sleep`).
 On a generator function (``async def`` with ``yield``, or ``def`` with ``yield``) it gives a generator
 function whose start is retried (:mod:`._generators`). All share one :class:`Retrier` per decorated
 function: one quota, limiter, budget and breaker.

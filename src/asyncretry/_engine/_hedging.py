@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from .._events import Event, EventBus
 from .._primitives._breaker import CircuitBreaker
-from .._primitives._bucket import AsyncTokenBucket
+from .._primitives._bucket import TokenBucket
 from .._primitives._budget import BudgetStatistics, RetryBudget, RetryBudgetConfig
 from .._primitives._clock import Clock
 from .._primitives._limiter import AdaptiveRateLimiter
@@ -216,7 +216,7 @@ class HedgeState:
         breaker, bucket, limiter = scope.breaker, scope.bucket, scope.limiter
         if breaker is not None and not (isinstance(breaker, CircuitBreaker) and breaker.is_closed):
             return False
-        if bucket is not None and not (isinstance(bucket, AsyncTokenBucket) and bucket.time_until_available(1) == 0):
+        if bucket is not None and not (isinstance(bucket, TokenBucket) and bucket.time_until_available(1) == 0):
             return False
         if limiter is not None and not (
             isinstance(limiter, AdaptiveRateLimiter) and limiter.time_until_available() == 0

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import InitVar, dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .._events import Listener
 from .._primitives._backoff import Backoff, ExponentialBackoff
@@ -30,12 +30,9 @@ from .._validate import (
     check_number,
     check_seconds,
 )
-from ._classify import DEFAULT_CLASSIFIER, Classifier, On, classifier_on
+from ._classify import DEFAULT_CLASSIFIER, Classifier, On, Outcome, classifier_on
 from ._hedging import HedgingConfig
-
-if TYPE_CHECKING:
-    from ._classify import Outcome
-    from ._history import RetryHistory
+from ._history import RetryHistory
 
 __all__ = ["MODES", "PROFILES", "GiveUpInfo", "RetryPolicy"]
 

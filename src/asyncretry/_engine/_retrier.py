@@ -308,7 +308,7 @@ class Retrier:
             raise attempts.result_error()
         return result
 
-    def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    def sync_call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """:meth:`call` for a plain (synchronous) function: ``fn(*args, **kwargs)`` with retries, sleeping
         with :func:`time.sleep`. Safe to call from several threads at once.
 
@@ -316,8 +316,20 @@ class Retrier:
         """
         return self._call_sync(DEFAULT_SCOPE, fn, args, kwargs)
 
+    def sync_call_in(self, scope: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Like :meth:`sync_call`, in the given scope."""
+        return self._call_sync(scope, fn, args, kwargs)
+
+    def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Deprecated name of :meth:`sync_call`."""
+        warnings.warn("Retrier.call_sync() is deprecated: use Retrier.sync_call(), its new name",
+                      DeprecationWarning, stacklevel=2)
+        return self._call_sync(DEFAULT_SCOPE, fn, args, kwargs)
+
     def call_sync_in(self, scope: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Like :meth:`call_sync`, in the given scope."""
+        """Deprecated name of :meth:`sync_call_in`."""
+        warnings.warn("Retrier.call_sync_in() is deprecated: use Retrier.sync_call_in(), its new name",
+                      DeprecationWarning, stacklevel=2)
         return self._call_sync(scope, fn, args, kwargs)
 
     def _call_sync(

@@ -1,6 +1,6 @@
 """A token bucket whose waiters are served strictly in arrival order, on asyncio and trio.
 
-Design (the reasons behind the shape of :class:`AsyncTokenBucket`):
+Design (the reasons behind the shape of :class:`TokenBucket`):
 
 * Tokens are refilled lazily from the elapsed time whenever the bucket is touched; there is no
   background task. The uncontended path is a refill, a comparison and a subtraction.
@@ -10,7 +10,7 @@ Design (the reasons behind the shape of :class:`AsyncTokenBucket`):
   token that fell due meanwhile is handed out, in order, to as many waiters as it covers: while waiters
   queue, tokens never pile up to the capacity in continuous time, so the refill of a late wake-up is not
   capped until the queue is empty. Each served waiter is woken with its tokens already granted.
-* Anything that changes the plan (``rate``/``capacity`` setters, :meth:`~AsyncTokenBucket.release`, a
+* Anything that changes the plan (``rate``/``capacity`` setters, :meth:`~TokenBucket.release`, a
   waiter leaving) wakes the head at once so that it re-plans; the head also wakes for the earliest
   ``timeout`` of the waiters behind it, so their timeouts need no timers of their own.
 * A cancelled waiter leaves no trace: it leaves the queue (the next waiter takes over the head's
@@ -37,7 +37,7 @@ from .._validate import check_clock, check_number, check_seconds, check_str
 from ._clock import DEFAULT_CLOCK, Clock, cached_loop
 from ._waiter import CANCELLED, EXPIRED, GRANTED, REJECTED, WAITING, Waiter, in_event_loop
 
-__all__ = ["AsyncTokenBucket", "BucketStatistics"]
+__all__ = ["AsyncTokenBucket", "BucketStatistics", "TokenBucket"]
 
 # A waiter whose tokens are less than this many seconds of refill short is served: the float error of
 # ``elapsed * rate`` (and asyncio firing timers up to its clock resolution early) would otherwise make
@@ -48,18 +48,18 @@ _SLACK_RELATIVE = 1e-12
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BucketStatistics:
-    """A snapshot of an :class:`AsyncTokenBucket`.
+    """A snapshot of an :class:`TokenBucket`.
 
     Attributes:
         name: the bucket's name.
         rate: the refill rate (tokens per second).
         capacity: the burst size (tokens).
         available: tokens in the bucket when the snapshot was taken (queued waiters not subtracted).
-        waiting: calls queued in :meth:`AsyncTokenBucket.acquire` right now.
+        waiting: calls queued in :meth:`TokenBucket.acquire` right now.
         acquired_total: tokens granted so far (tokens given back by cancelled calls are not counted).
-        grants: successful acquisitions (:meth:`~AsyncTokenBucket.acquire` and
-            :meth:`~AsyncTokenBucket.try_acquire`).
-        waits: calls to :meth:`~AsyncTokenBucket.acquire` that had to queue.
+        grants: successful acquisitions (:meth:`~TokenBucket.acquire` and
+            :meth:`~TokenBucket.try_acquire`).
+        waits: calls to :meth:`~TokenBucket.acquire` that had to queue.
         timeouts: calls that raised :class:`~asyncretry.RateLimitTimeout` (up front or while queued).
         cancelled: calls cancelled while queued or after their tokens were granted.
         rejected: queued calls that raised :class:`ValueError` because the capacity was lowered below
@@ -79,7 +79,7 @@ class BucketStatistics:
     rejected: int
 
 
-class AsyncTokenBucket:
+class TokenBucket:
     """A token bucket: ``rate`` tokens per second, up to ``capacity``, with strictly FIFO waiters.
 
     Args:
@@ -339,7 +339,7 @@ class AsyncTokenBucket:
         elapsed = self._clock.now() - self._last
         tokens = self._tokens + elapsed * self._rate if elapsed > 0 else self._tokens
         return (
-            f"<AsyncTokenBucket {self.name!r} rate={self._rate:g}/s capacity={self._capacity:g} "
+            f"<TokenBucket {self.name!r} rate={self._rate:g}/s capacity={self._capacity:g} "
             f"available={min(tokens, self._capacity):g} waiting={self._waiting}>"
         )
 
@@ -571,3 +571,7 @@ class AsyncTokenBucket:
             self._unlink(waiter, CANCELLED)
             if was_head:
                 self._serve(self._clock.now())  # the next waiter takes over (or is served at once)
+
+
+# The name the bucket had before (the engine's drivers and scopes still import it under this name).
+AsyncTokenBucket = TokenBucket

@@ -67,7 +67,7 @@ def _trio_time() -> float:
 class AnyioClock:
     """The default clock: the running event loop's time, asyncio's or trio's.
 
-    ``anyio.current_time()`` costs about 2 us a call because it looks the backend up each time; this
+    ``anyio.current_time()`` looks the backend up on every call, which the hot path feels; this
     reads ``loop.time()`` directly under asyncio (the running loop is cached per thread) and
     ``trio.current_time()`` under trio.
     Outside any event loop it falls back to :func:`time.monotonic`, which is what asyncio's loop uses.

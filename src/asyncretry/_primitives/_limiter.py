@@ -1,7 +1,7 @@
 """AdaptiveRateLimiter: client-side rate limiting that finds a throttled server's capacity (SPEC section 5).
 
 Nothing is limited until the first throttling response. From then on every attempt takes one token
-from an :class:`~asyncretry.AsyncTokenBucket` whose fill rate a *profile* controls:
+from an :class:`~asyncretry.TokenBucket` whose fill rate a *profile* controls:
 
 * ``"asyncretry"`` (the default) measures the capacity the server admits between throttles, holds
   the rate just below it, reacts once per congestion event and probes now and then for more
@@ -26,7 +26,7 @@ from typing import ClassVar
 from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._validate import check_callable, check_clock, check_instance, check_seconds, check_str
-from ._bucket import AsyncTokenBucket
+from ._bucket import TokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
 from ._limiter_config import AdaptiveLimiterConfig
 from ._rate_controller import RateController, new_rate_controller
@@ -145,7 +145,7 @@ class AdaptiveRateLimiter:
         self._control: RateController = new_rate_controller(self._config, self._clock.now())
         self._anchored = self._clock is not DEFAULT_CLOCK or in_event_loop()
         # SPEC: the bucket starts empty; it fills from the start, but only matters once enabled.
-        self._bucket = AsyncTokenBucket(
+        self._bucket = TokenBucket(
             self._control.fill_rate, self._control.max_capacity, tokens=0.0, clock=self._clock, name=name
         )
         self._updates = 0
@@ -306,7 +306,7 @@ class AdaptiveRateLimiter:
         enabled_now = not was_enabled and control.enabled
         if self._config.profile != "aws" and (enabled_now or (throttled and new_rate < old_rate)) and self._idle():
             # A random phase: limiters enabled, or cut, by the same episode must not release tokens in step.
-            self._bucket = AsyncTokenBucket(
+            self._bucket = TokenBucket(
                 new_rate,
                 control.max_capacity,
                 tokens=self._rng() * min(1.0, control.max_capacity),

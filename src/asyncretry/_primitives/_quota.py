@@ -33,7 +33,7 @@ from .._validate import (
     check_seconds,
     check_str,
 )
-from ._bucket import AsyncTokenBucket
+from ._bucket import TokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
 from ._kinds import OutcomeKind
 
@@ -259,7 +259,7 @@ class RetryQuota(ExhaustionEpisodes):
         self.name = check_str("name", name)
         self._events = GLOBAL_EVENTS if events is None else check_instance("events", events, EventBus)
         capacity = self._config.max_capacity
-        self._bucket = AsyncTokenBucket(
+        self._bucket = TokenBucket(
             self._config.refill_units_per_second, capacity, tokens=capacity, clock=self._clock, name=name,
         )
         self._acquired = 0.0
@@ -327,7 +327,7 @@ class RetryQuota(ExhaustionEpisodes):
     async def acquire(self, n: float, *, timeout: float | timedelta | None = None) -> None:
         """Take ``n`` tokens; in waiting mode, wait for them if needed (first come, first served).
 
-        Like :meth:`AsyncTokenBucket.acquire`, a call that is paid at once does not yield to the event
+        Like :meth:`TokenBucket.acquire`, a call that is paid at once does not yield to the event
         loop; ``n=0`` (a free first attempt) returns without even checking for cancellation.
 
         Args:

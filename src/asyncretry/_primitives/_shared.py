@@ -1,7 +1,7 @@
 """Shared state kept elsewhere: what the retry engine asks of a quota, breaker, limiter or bucket on a server.
 
 The in-process primitives (:class:`~asyncretry.RetryQuota`, :class:`~asyncretry.CircuitBreaker`,
-:class:`~asyncretry.AdaptiveRateLimiter`, :class:`~asyncretry.AsyncTokenBucket`) answer at once, so the
+:class:`~asyncretry.AdaptiveRateLimiter`, :class:`~asyncretry.TokenBucket`) answer at once, so the
 engine uses their synchronous methods. A part whose state lives on a server (the classes of
 :mod:`asyncretry.redis`) cannot answer without a round trip: it implements the matching protocol below,
 whose every question that needs the server is a coroutine. The engine tells the two apart by type, once

@@ -1,6 +1,6 @@
 """A queued acquisition of a token bucket: its states, how it is woken, and whether an event loop runs.
 
-:class:`~asyncretry._primitives._bucket.AsyncTokenBucket` keeps its waiters in a FIFO queue of
+:class:`~asyncretry._primitives._bucket.TokenBucket` keeps its waiters in a FIFO queue of
 :class:`Waiter` objects; the head sleeps in a cancel scope until its tokens are due, the others wait on an
 event until they become the head or are served.
 """
@@ -22,7 +22,7 @@ REJECTED = 4
 
 
 class Waiter:
-    """One queued :meth:`AsyncTokenBucket.acquire` call."""
+    """One queued :meth:`TokenBucket.acquire` call."""
 
     __slots__ = ("event", "n", "scope", "state", "yield_first")
 

@@ -7,11 +7,12 @@ See :class:`RetryMiddleware` for the options, :func:`retry_info` for what it rep
 
 from __future__ import annotations
 
+from .._deprecation import renamed_names as _renamed_names
 from .._http._rules import error_code_of_response as error_code_of_response
 from ._classify import HttpClassifier as HttpClassifier
 from ._errors import AttemptTimeoutError as AttemptTimeoutError
 from ._errors import BackendUnavailableError as BackendUnavailableError
-from ._errors import CircuitOpenClientError as CircuitOpenClientError
+from ._errors import CircuitOpenError as CircuitOpenError
 from ._errors import RateLimitTimeoutError as RateLimitTimeoutError
 from ._errors import RetryBudgetExceededError as RetryBudgetExceededError
 from ._errors import RetryCapacityExceededError as RetryCapacityExceededError
@@ -24,7 +25,7 @@ from ._report import scope_by_origin as scope_by_origin
 __all__ = [
     "AttemptTimeoutError",
     "BackendUnavailableError",
-    "CircuitOpenClientError",
+    "CircuitOpenError",
     "HttpClassifier",
     "RateLimitTimeoutError",
     "RetryBudgetExceededError",
@@ -36,3 +37,6 @@ __all__ = [
     "retry_info",
     "scope_by_origin",
 ]
+
+# Old names kept working for a while, with a DeprecationWarning.
+__getattr__ = _renamed_names(__name__, globals(), {"CircuitOpenClientError": "CircuitOpenError"})

@@ -1,14 +1,15 @@
 """asyncretry's errors as aiohttp users catch them: ``except aiohttp.ClientError`` sees all the middleware raises.
 
-Each class is both the asyncretry error (``except asyncretry.CircuitOpenError`` still works, with its
-attributes and attempt history) and an aiohttp client error::
+Each class is both the asyncretry error of the same name (``except asyncretry.CircuitOpenError`` still
+works, with its attributes and attempt history) and an aiohttp client error; a name that does not end in
+``Error`` gains that suffix, as aiohttp's own do::
 
     aiohttp.ClientError
     ├── RetryCapacityExceededError      (also asyncretry.RetryCapacityExceeded)
     │   └── RetryBudgetExceededError    (also asyncretry.RetryBudgetExceeded)
     ├── RateLimitTimeoutError           (also asyncretry.RateLimitTimeout)
     └── aiohttp.ClientConnectionError
-        ├── CircuitOpenClientError      (also asyncretry.CircuitOpenError)
+        ├── CircuitOpenError            (also asyncretry.CircuitOpenError)
         ├── BackendUnavailableError     (also asyncretry.BackendUnavailable)
         └── aiohttp.ServerTimeoutError
             └── AttemptTimeoutError     (also asyncretry.AttemptTimeout)
@@ -21,20 +22,14 @@ from __future__ import annotations
 
 import aiohttp
 
-from .. import (
-    AsyncRetryError,
-    AttemptTimeout,
-    BackendUnavailable,
-    CircuitOpenError,
-    RateLimitTimeout,
-    RetryBudgetExceeded,
-    RetryCapacityExceeded,
-)
+import asyncretry
+
+from .._http._errors import twin_of
 
 __all__ = [
     "AttemptTimeoutError",
     "BackendUnavailableError",
-    "CircuitOpenClientError",
+    "CircuitOpenError",
     "RateLimitTimeoutError",
     "RetryBudgetExceededError",
     "RetryCapacityExceededError",
@@ -42,47 +37,46 @@ __all__ = [
 ]
 
 
-class RetryCapacityExceededError(RetryCapacityExceeded, aiohttp.ClientError):
+class RetryCapacityExceededError(asyncretry.RetryCapacityExceeded, aiohttp.ClientError):
     """The retry quota refused a retry of this request (an :class:`asyncretry.RetryCapacityExceeded`)."""
 
 
-class RetryBudgetExceededError(RetryBudgetExceeded, RetryCapacityExceededError):
+class RetryBudgetExceededError(asyncretry.RetryBudgetExceeded, RetryCapacityExceededError):
     """The retry budget refused a retry of this request (an :class:`asyncretry.RetryBudgetExceeded`)."""
 
 
-class RateLimitTimeoutError(RateLimitTimeout, aiohttp.ClientError):
+class RateLimitTimeoutError(asyncretry.RateLimitTimeout, aiohttp.ClientError):
     """A rate limit would have made this request wait too long (an :class:`asyncretry.RateLimitTimeout`)."""
 
 
-class CircuitOpenClientError(CircuitOpenError, aiohttp.ClientConnectionError):
+class CircuitOpenError(asyncretry.CircuitOpenError, aiohttp.ClientConnectionError):
     """The circuit breaker refused this request (an :class:`asyncretry.CircuitOpenError`)."""
 
 
-class BackendUnavailableError(BackendUnavailable, aiohttp.ClientConnectionError):
+class BackendUnavailableError(asyncretry.BackendUnavailable, aiohttp.ClientConnectionError):
     """The shared-state backend failed closed for this request (an :class:`asyncretry.BackendUnavailable`)."""
 
 
-class AttemptTimeoutError(AttemptTimeout, aiohttp.ServerTimeoutError):
+class AttemptTimeoutError(asyncretry.AttemptTimeout, aiohttp.ServerTimeoutError):
     """An attempt of this request ran past its time limit (an :class:`asyncretry.AttemptTimeout`)."""
 
 
-_AS_AIOHTTP: dict[type[AsyncRetryError], type[AsyncRetryError]] = {
-    RetryCapacityExceeded: RetryCapacityExceededError,
-    RetryBudgetExceeded: RetryBudgetExceededError,
-    RateLimitTimeout: RateLimitTimeoutError,
-    CircuitOpenError: CircuitOpenClientError,
-    BackendUnavailable: BackendUnavailableError,
-    AttemptTimeout: AttemptTimeoutError,
+_AS_AIOHTTP: dict[type[asyncretry.AsyncRetryError], type[asyncretry.AsyncRetryError]] = {
+    asyncretry.RetryCapacityExceeded: RetryCapacityExceededError,
+    asyncretry.RetryBudgetExceeded: RetryBudgetExceededError,
+    asyncretry.RateLimitTimeout: RateLimitTimeoutError,
+    asyncretry.CircuitOpenError: CircuitOpenError,
+    asyncretry.BackendUnavailable: BackendUnavailableError,
+    asyncretry.AttemptTimeout: AttemptTimeoutError,
 }
 
 
-def as_aiohttp_error(error: AsyncRetryError) -> AsyncRetryError:
-    """The same error object, now also the matching ``aiohttp.ClientError``.
+def as_aiohttp_error(error: asyncretry.AsyncRetryError) -> asyncretry.AsyncRetryError:
+    """The error as the class above that is also the matching ``aiohttp.ClientError``.
 
-    The object keeps its identity, attributes, cause and attempt history: only its class becomes the
-    subclass above that is also an aiohttp error. An error of another class is returned as it is.
+    A new instance of that class (defined by inheriting from both, never by changing an object's class)
+    with everything the error carries: its arguments and attributes, the attempt history, its notes,
+    cause, context and traceback. An error of another class is returned as it is.
     """
     dual = _AS_AIOHTTP.get(type(error))
-    if dual is not None:
-        error.__class__ = dual
-    return error
+    return error if dual is None else twin_of(error, dual)

@@ -230,10 +230,12 @@ class RetryMiddleware:
                 if response is not None:
                     response.release()  # retried: its connection goes back to the pool (or is closed)
         except AsyncRetryError as error:
-            raise as_aiohttp_error(error)  # noqa: B904  (the same object, now also an aiohttp.ClientError)
-        assert response is not None
-        report(response, RetryInfo(attempts))
-        return response
+            refused = as_aiohttp_error(error)  # raised below, outside the handler: it keeps error's context
+        else:
+            assert response is not None
+            report(response, RetryInfo(attempts))
+            return response
+        raise refused
 
     async def _attempt(
         self, attempt: Attempt, request: ClientRequest, handler: ClientHandlerType, read_body: bool,

@@ -7,12 +7,13 @@ See :class:`AsyncRetryTransport` (and its sync twin :class:`RetryTransport`) for
 
 from __future__ import annotations
 
+from .._deprecation import renamed_names as _renamed_names
 from .._http._retry_after import server_delay as server_delay
 from ._classify import HttpClassifier as HttpClassifier
 from ._classify import error_code_of_response as error_code_of_response
 from ._errors import AttemptTimeoutError as AttemptTimeoutError
 from ._errors import BackendUnavailableError as BackendUnavailableError
-from ._errors import CircuitOpenHTTPError as CircuitOpenHTTPError
+from ._errors import CircuitOpenError as CircuitOpenError
 from ._errors import RateLimitTimeoutError as RateLimitTimeoutError
 from ._errors import RetryBudgetExceededError as RetryBudgetExceededError
 from ._errors import RetryCapacityExceededError as RetryCapacityExceededError
@@ -30,7 +31,7 @@ __all__ = [
     "AsyncRetryTransport",
     "AttemptTimeoutError",
     "BackendUnavailableError",
-    "CircuitOpenHTTPError",
+    "CircuitOpenError",
     "HttpClassifier",
     "RateLimitTimeoutError",
     "RetryBudgetExceededError",
@@ -44,3 +45,6 @@ __all__ = [
     "scope_by_origin",
     "server_delay",
 ]
+
+# Old names kept working for a while, with a DeprecationWarning.
+__getattr__ = _renamed_names(__name__, globals(), {"CircuitOpenHTTPError": "CircuitOpenError"})

@@ -4,15 +4,15 @@ A request that was sent ends with httpx's own error (or the response), whatever 
 these classes are for what asyncretry decides itself: a request refused before it was sent, an attempt
 cut short by its own time limit.
 
-Each class is both the asyncretry error (``except asyncretry.CircuitOpenError`` still works, with its
-attributes and attempt history) and an httpx transport error (its ``request`` is the request that
-failed)::
+Each class is both the asyncretry error of the same name (``Error`` added where it has none;
+``except asyncretry.CircuitOpenError`` still works, with its attributes and attempt history) and an
+httpx transport error (its ``request`` is the request that failed)::
 
     httpx.HTTPError
     └── httpx.TransportError
         ├── RetryCapacityExceededError   (also asyncretry.RetryCapacityExceeded)
         │   └── RetryBudgetExceededError (also asyncretry.RetryBudgetExceeded)
-        ├── CircuitOpenHTTPError         (also asyncretry.CircuitOpenError)
+        ├── CircuitOpenError             (also asyncretry.CircuitOpenError)
         ├── BackendUnavailableError      (also asyncretry.BackendUnavailable)
         └── httpx.TimeoutException
             ├── AttemptTimeoutError      (also asyncretry.AttemptTimeout)
@@ -27,16 +27,16 @@ from .._exceptions import (
     AsyncRetryError,
     AttemptTimeout,
     BackendUnavailable,
-    CircuitOpenError,
     RateLimitTimeout,
     RetryBudgetExceeded,
     RetryCapacityExceeded,
 )
+from .._exceptions import CircuitOpenError as _CircuitOpenError  # the class below has its name
 
 __all__ = [
     "AttemptTimeoutError",
     "BackendUnavailableError",
-    "CircuitOpenHTTPError",
+    "CircuitOpenError",
     "RateLimitTimeoutError",
     "RetryBudgetExceededError",
     "RetryCapacityExceededError",
@@ -52,7 +52,7 @@ class RetryBudgetExceededError(RetryBudgetExceeded, RetryCapacityExceededError):
     """The retry budget refused a retry of this request (an :class:`asyncretry.RetryBudgetExceeded`)."""
 
 
-class CircuitOpenHTTPError(CircuitOpenError, httpx.TransportError):
+class CircuitOpenError(_CircuitOpenError, httpx.TransportError):
     """The circuit breaker refused this request (an :class:`asyncretry.CircuitOpenError`)."""
 
 
@@ -71,7 +71,7 @@ class RateLimitTimeoutError(RateLimitTimeout, httpx.TimeoutException):
 _AS_HTTPX: dict[type[AsyncRetryError], type[AsyncRetryError]] = {
     RetryCapacityExceeded: RetryCapacityExceededError,
     RetryBudgetExceeded: RetryBudgetExceededError,
-    CircuitOpenError: CircuitOpenHTTPError,
+    _CircuitOpenError: CircuitOpenError,
     BackendUnavailable: BackendUnavailableError,
     AttemptTimeout: AttemptTimeoutError,
     RateLimitTimeout: RateLimitTimeoutError,

@@ -19,7 +19,7 @@ Each class implements the remote-state protocol of its kind (every question that
 coroutine) around a local in-process twin. One server, a Redis Cluster (``cluster=True``) or a
 Sentinel-managed primary (:meth:`RedisBackend.sentinel`). Every operation is one Lua script on the
 server's clock; while Redis cannot be reached each primitive
-either fails open to a local in-process twin (with a :class:`~asyncretry.BackendUnavailableEvent`) or
+either fails open to a local in-process twin (with a :class:`~asyncretry.BackendLost`) or
 fails closed with :class:`~asyncretry.BackendUnavailable`, and goes back to the shared state when Redis
 answers again (:class:`~asyncretry.BackendRecovered`). asyncio only: redis-py's asyncio client does not
 run on trio. See ``docs/redis.md`` for setup, failure modes and what is guaranteed.

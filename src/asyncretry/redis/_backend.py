@@ -359,7 +359,7 @@ class RedisBackend:
                 raise _Unavailable(health.last_error, sent=False)
             health.probing = True  # this call is the probe; the others keep to the fallback meanwhile
         try:
-            # asyncio.timeout, not anyio.fail_after: this code runs on asyncio only, and it is ~4x cheaper.
+            # asyncio.timeout, not anyio.fail_after: this code runs on asyncio only, and it is the cheaper of the two.
             async with asyncio.timeout(self._operation_timeout):
                 # redis-py's cluster client marks itself for a new reading after a connection error.
                 if not self._discovered or (self._cluster and getattr(self._client, "_initialize", False)):

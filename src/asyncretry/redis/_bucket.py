@@ -26,7 +26,7 @@ from datetime import timedelta
 
 from .._events import EventBus
 from .._exceptions import BackendUnavailable, RateLimitTimeout
-from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
+from .._primitives._bucket import BucketStatistics, TokenBucket
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._validate import check_int, check_number, check_seconds
 from ._backend import Client, RedisBackend
@@ -73,7 +73,7 @@ class RedisTokenBucket(_Linked):
     It implements :class:`~asyncretry.protocols.RemoteBucket`: :meth:`acquire`,
     :meth:`try_acquire`, :meth:`release` and :meth:`time_until_available` ask the server (one round
     trip each); :attr:`available` and :meth:`statistics` answer from the last round trip. It holds a
-    local :class:`~asyncretry.AsyncTokenBucket` with the same rate and capacity as its fail-open fallback.
+    local :class:`~asyncretry.TokenBucket` with the same rate and capacity as its fail-open fallback.
 
     Fairness across processes: calls are served in the order their scripts reach the server (Redis
     runs scripts one at a time), and a reservation is never overtaken. Nothing orders calls *before*
@@ -101,7 +101,7 @@ class RedisTokenBucket(_Linked):
             tokens of a batch are given back by :meth:`aclose`, and those of a process that dies are
             the fleet's loss once (at most ``k`` tokens).
         clock: the time source for sleeping and for the local estimates; defaults to the loop's clock.
-        events: where :class:`~asyncretry.BackendUnavailableEvent` / :class:`~asyncretry.BackendRecovered`
+        events: where :class:`~asyncretry.BackendLost` / :class:`~asyncretry.BackendRecovered`
             go; defaults to the global bus.
 
     Raises:
@@ -137,7 +137,7 @@ class RedisTokenBucket(_Linked):
             clock=self._clock, fallback="a local in-process token bucket",
         )
         self._rate, self._capacity = rate, capacity
-        self._local = AsyncTokenBucket(rate, capacity, clock=clock, name=name)  # this process's share of them
+        self._local = TokenBucket(rate, capacity, clock=clock, name=name)  # this process's share of them
         self._member = uuid.uuid4().hex  # this bucket's name in the fleet's presence list
         self._seen_at = -math.inf  # when it last told the server it is there
         self._fleet = self._local_fleet = 1  # the fleet size last seen; the one the local bucket's share is for

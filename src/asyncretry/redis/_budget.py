@@ -21,8 +21,8 @@ import redis.asyncio
 
 from .._events import (
     GLOBAL_EVENTS,
+    BackendLost,
     BackendRecovered,
-    BackendUnavailableEvent,
     BudgetExhausted,
     BudgetRestored,
     EventBus,
@@ -388,11 +388,11 @@ class RedisRetryBudget:
             return
         now = self._clock.now()
         self._degraded_since = now
-        if self._events.wants(BackendUnavailableEvent):
+        if self._events.wants(BackendLost):
             fallback = (
                 "none: retries fail with BackendUnavailable" if self._fail_closed else "a local in-process retry budget"
             )
-            self._events.emit(BackendUnavailableEvent(time=now, source=self.name, error=error, fallback=fallback))
+            self._events.emit(BackendLost(time=now, source=self.name, error=error, fallback=fallback))
 
     def _recover(self) -> None:
         since, self._degraded_since = self._degraded_since, None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from .._events import GLOBAL_EVENTS, BackendRecovered, BackendUnavailableEvent, EventBus
+from .._events import GLOBAL_EVENTS, BackendLost, BackendRecovered, EventBus
 from .._exceptions import BackendUnavailable
 from .._primitives._clock import Clock
 from .._validate import check_choice
@@ -31,7 +31,7 @@ class _Link:
 
     ``run`` answers ``None`` when the primitive must use its local fallback (fail open), raises
     :class:`~asyncretry.BackendUnavailable` when it must fail closed, and emits
-    :class:`~asyncretry.BackendUnavailableEvent` / :class:`~asyncretry.BackendRecovered` once per episode.
+    :class:`~asyncretry.BackendLost` / :class:`~asyncretry.BackendRecovered` once per episode.
 
     Amounts a primitive defers to its next round trip (refunds, cancelled reservations, freed probe slots)
     are delivered at most once: a failed round trip that was attempted (``maybe_sent``) may still have run
@@ -130,7 +130,7 @@ class _Link:
             return
         now = self.clock.now()
         self.degraded_since = now
-        if self.events.wants(BackendUnavailableEvent):
+        if self.events.wants(BackendLost):
             fleet = self.fleet_size if not closed and self.fleet_size > 0 else None
             if closed:
                 fallback = "none: calls fail with BackendUnavailable"
@@ -138,7 +138,7 @@ class _Link:
                 fallback = f"{self.fallback} with 1/{fleet} of the shared limit (a fleet of {fleet} last seen)"
             else:
                 fallback = self.fallback
-            self.events.emit(BackendUnavailableEvent(
+            self.events.emit(BackendLost(
                 time=now, source=self.name, error=error, fallback=fallback,
                 share=None if fleet is None else 1.0 / fleet, fleet_size=fleet,
             ))
