@@ -34,12 +34,14 @@ from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from ._attempt import Attempt
-from ._call import DONE, RETRY, Call, Judge, Label, Step
+from ._call import DONE, GIVE_UP, RETRY, Call, Judge, Label, Step
 from ._classify import Outcome
 from ._hedged import Discard, Send, run_hedged
+from ._history import RetryHistory
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
-from ._settle import deliver, remaining, settle_locally, settle_remotely
+from ._settle import count_end, deliver, remaining, settle_locally, settle_remotely
+from ._testmode import current_test_mode
 
 if TYPE_CHECKING:
     from ._hedging import HedgingConfig
@@ -50,39 +52,52 @@ __all__ = ["Attempts", "SyncAttempts"]
 T = TypeVar("T")
 
 
-def _pay_first(call: Call, scope: Scope) -> None:
+def _pay_first(call: Call, scope: Scope, now: float) -> None:
     """Take SPEC's ``initial_try_cost`` for a first attempt, or refuse the call (local quotas only)."""
     quota = scope.quota
     assert isinstance(quota, RetryQuota)
     if not quota.try_acquire(scope.first_cost):
         error = RetryCapacityExceeded(available=quota.available, cost=scope.first_cost, name=quota.name)
-        call.refuse(error, "quota", call.retrier.clock.now())
+        call.refuse(error, "quota", now)
         raise error
 
 
-def _begin_now(call: Attempts | SyncAttempts) -> Attempt | None:
-    """The first attempt of ``call``, begun at once when nothing may make it wait or refuse it (its rate-limit
+def _begin_now(driver: Attempts | SyncAttempts) -> Attempt | None:
+    """The first attempt of the call, begun at once when nothing may make it wait or refuse it (its rate-limit
     token taken, if any: :meth:`Scope.admit_first`); else ``None``."""
-    scope = call.scope
-    if call.number or not scope.admit_first():
+    call = driver._call
+    if call.number or not call.scope.admit_first():
         return None
     attempt = Attempt()
-    attempt._attempts = call
+    attempt._attempts = driver
     attempt._started = call.started  # nothing was waited for: the attempt starts with the call
-    Call.begin(call, 0.0, False)  # (a synchronous driver calls this under its lock)
+    call.begin(0.0, 0)  # (a synchronous driver calls this under its lock)
+    driver._retrier._attempts += 1
     return attempt
 
 
-def _new_attempt(call: Attempts | SyncAttempts, delay: float, probe: int) -> Attempt:
+def _new_attempt(driver: Attempts | SyncAttempts, delay: float, probe: int) -> Attempt:
     """Begin the call's next attempt, slept ``delay`` seconds after the last (a half-open probe if ``probe``,
     the breaker's ticket, is not 0)."""
     attempt = Attempt()
-    attempt._attempts = call
-    number = call.begin(delay, probe)
+    attempt._attempts = driver
+    number = driver._call.begin(delay, probe)
+    retrier = driver._retrier
+    retrier._attempts += 1
     if number != 1:
+        retrier._retries += 1  # counted when it happens, never when a refusal stops it first
         attempt.number = number
         attempt.delay_before = delay
     return attempt
+
+
+def open_call(retrier: Retrier, scope: Scope, now: float) -> None:
+    """What opening a call does to shared state: it is counted, and a local retry budget hears of the
+    request (a remote budget is told by the async driver, awaited, before the first attempt)."""
+    budget = scope.budget
+    if budget is not None and isinstance(budget, RetryBudget):
+        budget.record_request(now=now)
+    retrier._calls += 1
 
 
 def _log_hook_failure(info: GiveUpInfo) -> None:
@@ -90,7 +105,70 @@ def _log_hook_failure(info: GiveUpInfo) -> None:
     logger.exception("asyncretry: the on_give_up hook failed for a call in scope %r", info.scope)
 
 
-class Attempts(Call):
+class _Driver:
+    """What both drivers show of their call: its record, read by users and integrations. The decisions and
+    their state stay on the :class:`~._call.Call` the driver holds."""
+
+    __slots__ = ("_call", "_retrier")
+
+    _call: Call
+    _retrier: Retrier
+
+    @property
+    def number(self) -> int:
+        """The attempts begun so far."""
+        return self._call.number
+
+    @property
+    def done(self) -> bool:
+        """The call is over (it succeeded, gave up, or its attempt was cancelled)."""
+        return self._call.done
+
+    @property
+    def gave_up(self) -> str | None:
+        """Why the call gave up (``None`` while it runs, and after a success)."""
+        return self._call.gave_up
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The last attempt's outcome (``None`` before the first ends)."""
+        return self._call.outcome
+
+    @property
+    def retrying(self) -> bool:
+        """True after an attempt failed and another will follow (not begun yet)."""
+        return self._call.retrying
+
+    @property
+    def scope_key(self) -> str:
+        """The scope (resource) the call belongs to."""
+        return self._call.scope.key
+
+    @property
+    def total_delay(self) -> float:
+        """Seconds of backoff scheduled so far."""
+        return self._call.total_delay
+
+    def history(self) -> RetryHistory:
+        """The record of this call so far."""
+        return self._call.history(self._retrier.clock.now())
+
+    def result_error(self) -> Exception:
+        """What the ``call`` form raises when the call gave up on a result (no exception to re-raise):
+        :class:`~asyncretry.RetriesExhausted`, history attached."""
+        return self._call.result_error()
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds left at ``now`` before the call's deadline or the caller's own; ``None`` if unbounded."""
+        return remaining(self._call, now)
+
+    def __repr__(self) -> str:
+        call = self._call
+        state = "running" if not call.done else (call.gave_up and f"gave up ({call.gave_up})") or "done"
+        return f"<{type(self).__name__} scope={call.scope.key!r} attempts={call.number} {state}>"
+
+
+class Attempts(_Driver):
     """The attempts of one call: an async iterator of :class:`Attempt` (see :meth:`Retrier.attempts`).
 
     After the loop, :attr:`gave_up` says why the call gave up on a result (``None`` if it succeeded),
@@ -101,15 +179,27 @@ class Attempts(Call):
     at once when nothing may make it wait, so there is no faster way in.
     """
 
+    __slots__ = ()
+
+    def __init__(
+        self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float,
+        judge: Judge | None = None, label: Label | None = None, *, begun: bool = False,
+    ) -> None:
+        self._retrier = retrier
+        self._call = Call(scope, policy, now, retrier.events, judge, label, test=current_test_mode(), begun=begun)
+        if not begun:  # (begun: Retrier.begin_first opened it)
+            open_call(retrier, scope, now)
+
     def __aiter__(self) -> Attempts:
         return self
 
     async def __anext__(self) -> Attempt:
-        if self.done:
+        call = self._call
+        if call.done:
             raise StopAsyncIteration
-        attempt = None if self.number else _begin_now(self)
+        attempt = None if call.number else _begin_now(self)
         if attempt is None:
-            attempt = await self._start_after_waiting()
+            attempt = await self.start()
             if attempt is None:
                 raise StopAsyncIteration
         return attempt
@@ -123,10 +213,39 @@ class Attempts(Call):
                 attempt was refused. A later attempt refused ends the call with the last attempt's own
                 error (raised here, history attached), or ``None`` when that attempt gave a result.
         """
-        attempt = None if self.number else _begin_now(self)
-        if attempt is None:
-            attempt = await self._start_after_waiting()
-        return attempt
+        call = self._call
+        if call.done:
+            return None
+        if not call.number:
+            attempt = _begin_now(self)
+            if attempt is not None:
+                return attempt
+        scope = call.scope
+        clock = self._retrier.clock
+        delay = 0.0
+        try:
+            if call.number:
+                delay = call.delay
+                if call.wait_cost:
+                    await self._wait_for_quota()
+                if delay > 0.0 and not call.no_wait:
+                    await clock.sleep(delay)
+            else:
+                if scope.first_cost:
+                    _pay_first(call, scope, clock.now())
+                budget = scope.budget
+                if budget is not None and not isinstance(budget, RetryBudget):
+                    await budget.record_request()  # a local budget was told when the call began
+            probe = await self._admit(scope) if scope.gates else 0
+        except BaseException as error:
+            await self._refund_retry()
+            ending = _ending_of(self._retrier, call, error)
+        else:
+            return _new_attempt(self, delay, probe)
+        # Refused: the on_give_up hook, then the call ends with its last real outcome.
+        await self._finish()
+        _end_with(ending)
+        return None
 
     def begin_now(self) -> Attempt | None:
         """Deprecated: ``await start()`` begins the first attempt at once when nothing may make it wait."""
@@ -136,49 +255,21 @@ class Attempts(Call):
         )
         return _begin_now(self)
 
-    async def _start_after_waiting(self) -> Attempt | None:
-        if self.done:
-            return None
-        scope = self.scope
-        delay = 0.0
-        try:
-            if self.number:
-                delay = self.delay
-                if self.wait_cost:
-                    await self._wait_for_quota()
-                if delay > 0.0 and not self.no_wait:
-                    await self.retrier.clock.sleep(delay)
-            else:
-                if scope.first_cost:
-                    _pay_first(self, scope)
-                budget = scope.budget
-                if budget is not None and not isinstance(budget, RetryBudget):
-                    await budget.record_request()  # a local budget was told when the call began
-            probe = await self._admit(scope)
-        except BaseException as error:
-            await self._refund_retry()
-            ending = _ending_of(self, error)
-        else:
-            return _new_attempt(self, delay, probe)
-        # Refused: the on_give_up hook, then the call ends with its last real outcome.
-        await self._finish()
-        _end_with(ending)
-        return None
-
     async def _wait_for_quota(self) -> None:
-        quota = self.scope.quota
+        call = self._call
+        quota = call.scope.quota
         assert quota is not None
-        remaining = self.remaining(self.retrier.clock.now())
-        if remaining == 0.0:
+        clock = self._retrier.clock
+        left = remaining(call, clock.now())
+        if left == 0.0:
             await anyio.lowlevel.checkpoint_if_cancelled()  # cancellation first, as in _admit
         try:
-            await quota.acquire(self.wait_cost, timeout=remaining)
+            await quota.acquire(call.wait_cost, timeout=left)
         except (RetryCapacityExceeded, BackendUnavailable) as error:
-            self.wait_cost = 0
-            self.refuse(error, "quota" if isinstance(error, RetryCapacityExceeded) else "backend",
-                        self.retrier.clock.now())
+            call.wait_cost = 0
+            call.refuse(error, "quota" if isinstance(error, RetryCapacityExceeded) else "backend", clock.now())
             raise
-        self.waited_for_quota()
+        call.waited_for_quota()
 
     async def _admit(self, scope: Scope) -> int:
         """Wait for the rate limits, then ask the breaker; a half-open probe's ticket, else 0."""
@@ -197,36 +288,37 @@ class Attempts(Call):
                 return breaker.acquire()
             return await breaker.acquire()
         except RateLimitTimeout as error:
-            self.refuse(error, "rate_limit", self.retrier.clock.now())
+            self._call.refuse(error, "rate_limit", self._retrier.clock.now())
             raise
         except CircuitOpenError as error:
-            self.refuse(error, "breaker", self.retrier.clock.now())
+            self._call.refuse(error, "breaker", self._retrier.clock.now())
             raise
         except BackendUnavailable as error:
-            self.refuse(error, "backend", self.retrier.clock.now())
+            self._call.refuse(error, "backend", self._retrier.clock.now())
             raise
 
     async def _time_to_wait(self) -> float | None:
         """The longest a wait for a rate limit may take: the time left before the call's or an enclosing
         deadline (``None``: unbounded)."""
-        remaining = self.remaining(self.retrier.clock.now())
-        if remaining == 0.0:
+        left = remaining(self._call, self._retrier.clock.now())
+        if left == 0.0:
             # No time left may mean an enclosing scope was cancelled: deliver that cancellation rather
             # than a RateLimitTimeout (which a caller catching Exception would retry).
             await anyio.lowlevel.checkpoint_if_cancelled()
-        return remaining
+        return left
 
     async def _refund_retry(self) -> None:
         """A retry that was paid for will not happen (cancelled or refused before it began)."""
-        cost = self.refund_on_cancel()
+        call = self._call
+        cost = call.refund_on_cancel()
         if cost is not None:
-            scope = self.scope
+            scope = call.scope
             if scope.local:
-                scope.cancel_retry(cost, self.ticket)
+                scope.cancel_retry(cost, call.ticket)
             else:
                 # A remote refund is a round trip: never lose it to the cancellation under way.
                 with anyio.CancelScope(shield=True):
-                    await scope.cancel_retry_remote(cost, self.ticket)
+                    await scope.cancel_retry_remote(cost, call.ticket)
 
     async def hedged(self, config: HedgingConfig, send: Send[T], discard: Discard[T] | None = None) -> T:
         """Run the whole call with hedges: ``send(attempt)`` for each attempt, concurrently once an attempt
@@ -254,12 +346,7 @@ class Attempts(Call):
         Raises:
             RuntimeError: the call already ended (it succeeded or gave up).
         """
-        if self.gave_up is not None or self._final is not None:
-            raise RuntimeError(f"the call already ended ({self.gave_up or 'succeeded'}): it cannot give up again")
-        self._give_up_common(error, why, self.retrier.clock.now())
-        if self.policy.on_give_up is not None:
-            self.hook = GiveUpInfo(self.scope.key, Outcome(OutcomeKind.NOT_RETRYABLE, why, error), self.history())
-        deliver(self)
+        _give_up(self._retrier, self._call, error, why)
         await self._finish()
 
     # -------------------------------------------------------------------------------- end
@@ -270,18 +357,20 @@ class Attempts(Call):
             True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates
             with the history attached).
         """
-        now = self.retrier.clock.now()
-        if self.scope.local:
-            step = settle_locally(self, attempt, error, now)
+        call, retrier = self._call, self._retrier
+        now = retrier.clock.now()
+        if call.scope.local:
+            step = settle_locally(retrier, call, attempt, error, now)
         else:
-            step = await settle_remotely(self, attempt, error, now)
-        return await self.after(step)
+            step = await settle_remotely(retrier, call, attempt, error, now)
+        return await self._after(step)
 
-    def remaining(self, now: float) -> float | None:
-        """Seconds left at ``now`` before the call's deadline or the caller's own; ``None`` if unbounded."""
-        return remaining(self, now)
+    def abandon(self) -> None:
+        """The attempt was cancelled (or hit a BaseException): the call ends, recording nothing; a half-open
+        probe's slot in the breaker is freed."""
+        _abandon(self._call)
 
-    async def after(self, step: Step) -> bool:
+    async def _after(self, step: Step) -> bool:
         """What the driver does once an attempt is settled: True to retry; else finish the call."""
         if step == RETRY:
             return True
@@ -291,27 +380,50 @@ class Attempts(Call):
 
     async def _finish(self) -> None:
         """The call is over without success: the long-polling back-off, then on_give_up."""
-        linger, self.linger = self.linger, 0.0
-        if linger > 0.0 and not self.no_wait:
-            await self.retrier.clock.sleep(linger)
-        hook, self.hook = self.hook, None
+        call = self._call
+        linger, call.linger = call.linger, 0.0
+        if linger > 0.0 and not call.no_wait:
+            await self._retrier.clock.sleep(linger)
+        hook, call.hook = call.hook, None
         if hook is not None:
-            assert self.policy.on_give_up is not None
+            assert call.policy.on_give_up is not None
             try:
-                result = self.policy.on_give_up(hook)
+                result = call.policy.on_give_up(hook)
                 if result is not None:
                     await result
             except Exception:
                 _log_hook_failure(hook)
-        self.forget_errors()
+        call.forget_errors()
 
 
-def _ending_of(call: Call, error: BaseException) -> Exception | None:
-    """What a call refused its next attempt ends with (its refusal's event delivered); anything else that
-    stopped the wait (a cancellation, a bug) is raised again."""
+def _give_up(retrier: Retrier, call: Call, error: Exception, why: str) -> None:
+    """End ``call`` with ``error`` that the integration made for it (see :meth:`Attempts.give_up`)."""
+    if call.gave_up is not None or call._final is not None:
+        raise RuntimeError(f"the call already ended ({call.gave_up or 'succeeded'}): it cannot give up again")
+    now = retrier.clock.now()
+    call._give_up_common(error, why, now)
+    if call.policy.on_give_up is not None:
+        call.hook = GiveUpInfo(call.scope.key, Outcome(OutcomeKind.NOT_RETRYABLE, why, error), call.history(now))
+    count_end(retrier, GIVE_UP)
+    deliver(call)
+
+
+def _abandon(call: Call) -> None:
+    """The attempt was cancelled: the call ends, and a half-open probe's slot in the breaker is freed."""
+    probe = call.abandon()
+    if probe:
+        breaker = call.scope.breaker
+        assert breaker is not None
+        breaker.release(probe)
+
+
+def _ending_of(retrier: Retrier, call: Call, error: BaseException) -> Exception | None:
+    """What a call refused its next attempt ends with (counted, its refusal's event delivered); anything else
+    that stopped the wait (a cancellation, a bug) is raised again."""
     if not (isinstance(error, Exception) and call.gave_up is not None):
         raise error
     ending, call.ending = call.ending, None
+    count_end(retrier, GIVE_UP)
     deliver(call)
     return ending
 
@@ -325,12 +437,14 @@ def _end_with(ending: Exception | None) -> None:
         raise ending
 
 
-class SyncAttempts(Call):
+class SyncAttempts(_Driver):
     """The attempts of one call in synchronous code (``for attempt in ...: with attempt: ...``).
 
     The same decisions as :class:`Attempts`; waits block the thread with :func:`time.sleep`. Threads
     share a scope's quota, limiter and breaker: every step on them is taken under ``lock``.
     """
+
+    __slots__ = ("_lock",)
 
     def __init__(
         self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float, *,
@@ -341,8 +455,10 @@ class SyncAttempts(Call):
                 f"scope {scope.key!r} keeps state on a remote server, which needs the async driver; "
                 "use asyncretry.Attempts / AsyncRetryTransport"
             )
-        super().__init__(retrier, scope, policy, now, judge, label)
+        self._retrier = retrier
+        self._call = Call(scope, policy, now, retrier.events, judge, label, test=current_test_mode())
         self._lock = lock if lock is not None else nullcontext()
+        open_call(retrier, scope, now)  # (Retrier.sync_attempts holds the lock)
 
     def __iter__(self) -> SyncAttempts:
         return self
@@ -355,62 +471,67 @@ class SyncAttempts(Call):
 
     def start(self) -> Attempt | None:
         """Wait (blocking the thread) for what the next attempt needs and begin it; ``None`` when over."""
-        if self.done:
+        call = self._call
+        if call.done:
             return None
         with self._lock:
             attempt = _begin_now(self)
         if attempt is not None:
             return attempt
-        scope = self.scope
+        scope = call.scope
         delay = 0.0
         try:
-            if self.number:
-                delay = self.delay
-                if self.wait_cost:
+            if call.number:
+                delay = call.delay
+                if call.wait_cost:
                     self._block_for_quota()
-                if delay > 0.0 and not self.no_wait:
+                if delay > 0.0 and not call.no_wait:
                     time.sleep(delay)
             elif scope.first_cost:
                 with self._lock:
-                    _pay_first(self, scope)
-            probe = self._admit(scope)
+                    _pay_first(call, scope, self._retrier.clock.now())
+            probe = self._admit(scope) if scope.gates else 0
         except BaseException as error:
-            cost = self.refund_on_cancel()
+            cost = call.refund_on_cancel()
             if cost is not None:
                 with self._lock:
-                    scope.cancel_retry(cost, self.ticket)
-            ending = _ending_of(self, error)
+                    scope.cancel_retry(cost, call.ticket)
+            with self._lock:  # (the counters are shared by the threads)
+                ending = _ending_of(self._retrier, call, error)
         else:
-            return _new_attempt(self, delay, probe)
+            with self._lock:
+                return _new_attempt(self, delay, probe)
         self._finish()
         _end_with(ending)
         return None
 
     def _block_for_quota(self) -> None:
-        quota = self.scope.quota
+        call = self._call
+        quota = call.scope.quota
         assert isinstance(quota, RetryQuota)
-        if not self._block_until(quota.try_acquire, quota.time_until_available, self.wait_cost):
-            error = RetryCapacityExceeded(available=quota.available, cost=self.wait_cost, name=quota.name)
-            self.wait_cost = 0
-            self.refuse(error, "quota", self.retrier.clock.now())
+        if not self._block_until(quota.try_acquire, quota.time_until_available, call.wait_cost):
+            error = RetryCapacityExceeded(available=quota.available, cost=call.wait_cost, name=quota.name)
+            call.wait_cost = 0
+            call.refuse(error, "quota", self._retrier.clock.now())
             raise error
-        self.waited_for_quota()
+        call.waited_for_quota()
 
     def _admit(self, scope: Scope) -> int:
         bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
+        call, clock = self._call, self._retrier.clock
         if bucket is not None:
             assert isinstance(bucket, AsyncTokenBucket)
             if not self._block_until(bucket.try_acquire, bucket.time_until_available, 1):
                 error = RateLimitTimeout(name=bucket.name, wait=bucket.time_until_available(1),
                                          timeout=self._remaining_or_zero())
-                self.refuse(error, "rate_limit", self.retrier.clock.now())
+                call.refuse(error, "rate_limit", clock.now())
                 raise error
         if limiter is not None:
             assert isinstance(limiter, AdaptiveRateLimiter)
             if not self._block_until(lambda _n: limiter.try_acquire(), lambda _n: limiter.time_until_available(), 1):
                 error = RateLimitTimeout(name=limiter.name, wait=limiter.time_until_available(),
                                          timeout=self._remaining_or_zero())
-                self.refuse(error, "rate_limit", self.retrier.clock.now())
+                call.refuse(error, "rate_limit", clock.now())
                 raise error
         if breaker is None:
             return 0
@@ -419,15 +540,11 @@ class SyncAttempts(Call):
             with self._lock:
                 return breaker.acquire()
         except CircuitOpenError as error:
-            self.refuse(error, "breaker", self.retrier.clock.now())
+            call.refuse(error, "breaker", clock.now())
             raise
 
-    def remaining(self, now: float) -> float | None:
-        """Seconds left at ``now`` before the call's deadline; ``None`` if unbounded."""
-        return remaining(self, now)
-
     def _remaining_or_zero(self) -> float:
-        return self.remaining(self.retrier.clock.now()) or 0.0
+        return self.remaining(self._retrier.clock.now()) or 0.0
 
     def _block_until(self, take: Callable[[float], bool], wait_for: Callable[[float], float], n: float) -> bool:
         """Poll ``take(n)`` and sleep the predicted wait until it succeeds or the deadline passes."""
@@ -436,17 +553,18 @@ class SyncAttempts(Call):
                 if take(n):
                     return True
             wait = wait_for(n)
-            remaining = self.remaining(self.retrier.clock.now())
-            if remaining is not None and wait > remaining:
+            left = self.remaining(self._retrier.clock.now())
+            if left is not None and wait > left:
                 return False
             # Others may release tokens sooner than predicted (quota refunds): re-check at least every 50 ms.
             time.sleep(min(wait, 0.05) if wait > 0 else 0.001)
 
     def end_sync(self, attempt: Attempt, error: Exception | None) -> bool:
         """:meth:`Attempts.end` for synchronous code: True to swallow ``error`` and retry."""
-        now = self.retrier.clock.now()
+        retrier = self._retrier
+        now = retrier.clock.now()
         with self._lock:
-            step = settle_locally(self, attempt, error, now)
+            step = settle_locally(retrier, self._call, attempt, error, now)
         if step == DONE:
             return False
         if step == RETRY:
@@ -454,15 +572,21 @@ class SyncAttempts(Call):
         self._finish()
         return False
 
+    def abandon(self) -> None:
+        """The attempt was cancelled (or hit a BaseException): the call ends, recording nothing."""
+        with self._lock:
+            _abandon(self._call)
+
     def _finish(self) -> None:
-        linger, self.linger = self.linger, 0.0
-        if linger > 0.0 and not self.no_wait:
+        call = self._call
+        linger, call.linger = call.linger, 0.0
+        if linger > 0.0 and not call.no_wait:
             time.sleep(linger)
-        hook, self.hook = self.hook, None
+        hook, call.hook = call.hook, None
         if hook is not None:
-            assert self.policy.on_give_up is not None
+            assert call.policy.on_give_up is not None
             try:
-                result = self.policy.on_give_up(hook)
+                result = call.policy.on_give_up(hook)
             except Exception:
                 _log_hook_failure(hook)
             else:
@@ -472,12 +596,4 @@ class SyncAttempts(Call):
                         close()  # an un-awaited coroutine would warn later
                     logger.error("asyncretry: on_give_up returned an awaitable in synchronous code; "
                                  "use a plain function in synchronous code")
-        self.forget_errors()
-
-    def begin(self, delay: float, probe: int) -> int:
-        with self._lock:  # the retrier's counters are shared by the threads
-            return super().begin(delay, probe)
-
-    def abandon(self) -> None:
-        with self._lock:
-            super().abandon()
+        call.forget_errors()

@@ -87,8 +87,8 @@ class Scope:
     """The shared state of one scope (one resource) and the I/O that tells it about attempts."""
 
     __slots__ = (
-        "breaker", "bucket", "budget", "first_cost", "hedging", "key", "last_used", "limiter", "local", "local_breaker",
-        "quota", "reports", "shares_clock", "success_increment", "unpaced",
+        "breaker", "bucket", "budget", "first_cost", "gates", "hedging", "key", "last_used", "limiter", "local",
+        "local_breaker", "quota", "reports", "shares_clock", "success_increment", "unpaced",
     )
 
     def __init__(
@@ -122,6 +122,8 @@ class Scope:
         self.local_breaker = isinstance(breaker, CircuitBreaker)
         #: the breaker reads the engine's clock: the engine hands it the time it just read
         self.shares_clock = self.local_breaker and breaker.clock is clock  # type: ignore[union-attr]
+        #: a rate limit or a breaker may make an attempt wait or refuse it
+        self.gates = bucket is not None or limiter is not None or breaker is not None
         #: a limiter or a breaker hears of every attempt's outcome (:meth:`report`)
         self.reports = limiter is not None or breaker is not None
         config = quota.config if quota is not None else None

@@ -1,10 +1,12 @@
 """The executors: what the drivers do around the decision core when an attempt ends.
 
-The core (:class:`~._call.Call`) decides from its arguments alone; these two functions gather those
+The core (:class:`~._call.Call`) decides from its arguments alone; these functions gather those
 arguments (the time the caller's own deadline leaves, the random draw, the breaker's answer) and carry
-out what it decided on the scope's shared state: :func:`settle_locally` for in-process parts, which
-answer at once, and :func:`settle_remotely` for parts kept on a server, whose answers are awaited. Each
-is the one place its kind of state is settled, for every driver (``async for``, ``for``, hedging).
+out what it decided: on the scope's shared state (:func:`settle_locally` for in-process parts, which
+answer at once, and :func:`settle_remotely` for parts kept on a server, whose answers are awaited), on
+the retrier's counters (:func:`count_end`; the drivers count the calls and attempts they begin) and to
+the listeners (:func:`deliver`: user code runs here, after the decision). Each is the one place its kind of
+effect is carried out, for every driver (``async for``, ``for``, hedging).
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import anyio
 
 from .._exceptions import BackendUnavailable
 from .._primitives._kinds import OutcomeKind
-from ._call import PAY, Call, Step
+from ._call import DONE, GIVE_UP, PAY, RETRY, Call, Step
 
 if TYPE_CHECKING:
     from ._attempt import Attempt
+    from ._retrier import Retrier
 
-__all__ = ["caller_deadline", "deliver", "remaining", "settle_locally", "settle_remotely"]
+__all__ = [
+    "caller_deadline", "count_end", "deliver", "remaining", "settle_locally", "settle_remotely",
+]
 
 _SUCCESS = OutcomeKind.SUCCESS
 
@@ -46,12 +51,22 @@ def deliver(call: Call) -> None:
     """Emit the events the core decided: the listeners (user code) run here, after the decision."""
     events = call.take_events()
     if events is not None:
-        bus = call.retrier.events
+        bus = call.events
         for event in events:
             bus.emit(event)
 
 
-def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
+def count_end(retrier: Retrier, step: Step) -> None:
+    """Count how a call ended: a success (DONE) or a failure (GIVE_UP); a RETRY ends nothing."""
+    if step is DONE:
+        retrier._successes += 1
+    elif step is GIVE_UP:
+        retrier._failures += 1
+
+
+def settle_locally(
+    retrier: Retrier, call: Call, attempt: Attempt, error: Exception | None, now: float
+) -> Step:
     """End an attempt on in-process state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
     outcome = attempt.judged(error)
     scope = call.scope
@@ -64,7 +79,7 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
         wait = scope.breaker_wait() if scope.breaker is not None else 0.0
         step = call.settle(
             attempt.number, attempt._started, outcome, error, now,
-            outer=caller_deadline, draw=call.retrier._rng(), breaker_wait=wait,
+            outer=caller_deadline, draw=retrier._rng(), breaker_wait=wait,
         )
         if step is PAY:
             refused, call.ticket = scope.pay(call.due)
@@ -75,12 +90,16 @@ def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: f
     if refund:
         call.refund_due = 0
         scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope: a RetryQuota; never None with a refund
+    if step is not RETRY:
+        count_end(retrier, step)
     if call.outbox is not None:
         deliver(call)
     return step
 
 
-async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
+async def settle_remotely(
+    retrier: Retrier, call: Call, attempt: Attempt, error: Exception | None, now: float
+) -> Step:
     """:func:`settle_locally` where a part is kept on a server (its answers awaited).
 
     A server that cannot be reached (``BackendUnavailable``) ends the call with the attempt's own
@@ -96,7 +115,7 @@ async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None,
             wait = scope.breaker_wait()
             step = call.settle(
                 attempt.number, attempt._started, outcome, error, now,
-                outer=caller_deadline, draw=call.retrier._rng(), breaker_wait=wait,
+                outer=caller_deadline, draw=retrier._rng(), breaker_wait=wait,
             )
         if step is PAY:
             refused, call.ticket = await scope.pay_remote(call.due)
@@ -114,5 +133,7 @@ async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None,
             else:
                 call.record_failure(attempt.number, attempt._started, outcome, error, now)
         step = call.unreachable(outcome, error, now)
+    if step is not RETRY:
+        count_end(retrier, step)
     deliver(call)
     return step
