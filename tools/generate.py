@@ -48,7 +48,9 @@ class Rename:
     replacements: Mapping[str, str] = field(default_factory=dict)
 
 
-JOBS: list[Unasync | Rename] = []
+JOBS: list[Unasync | Rename] = [
+    Unasync("_engine"),  # the executor and (later) the drivers: _engine/_async -> _engine/_sync
+]
 
 
 def _relative(path: Path) -> str:

@@ -15,9 +15,9 @@ import anyio
 
 from .._exceptions import AttemptTimeout
 from .._primitives._kinds import OutcomeKind
+from ._async._executor import settle
 from ._call import DONE, RETRY
 from ._classify import Outcome
-from ._settle import settle_locally
 
 if TYPE_CHECKING:
     from ._drivers import Attempts, SyncAttempts
@@ -162,11 +162,11 @@ class Attempt:
         if exc is not None and not isinstance(exc, Exception):
             driver.abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
             return False
-        call, retrier = driver._call, driver._retrier
-        if call.scope.local:  # nothing to await before the decision: settle here, one coroutine less
-            step = settle_locally(retrier, call, self, exc, retrier.clock.now())
-            return step == RETRY or (step != DONE and await driver._after(step))
-        return await driver.end(self, exc)
+        # Settled here rather than through driver.end(): one coroutine less on every attempt.
+        outcome = self.judged(exc)
+        retrier = driver._retrier
+        step = await settle(retrier, driver._call, self.number, self._started, outcome, exc, retrier.clock.now())
+        return step == RETRY or (step != DONE and await driver._after(step))
 
     def __enter__(self) -> Attempt:
         if self._started < 0.0:

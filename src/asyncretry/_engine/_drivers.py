@@ -33,14 +33,16 @@ from .._primitives._budget import RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
+from ._async._executor import settle
 from ._attempt import Attempt
-from ._call import DONE, GIVE_UP, RETRY, Call, Judge, Label, Step
+from ._call import DONE, RETRY, Call, Judge, Label, Step
 from ._classify import Outcome
 from ._hedged import Discard, Send, run_hedged
 from ._history import RetryHistory
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
-from ._settle import count_end, deliver, remaining, settle_locally, settle_remotely
+from ._settle import deliver, remaining
+from ._sync._executor import settle as settle_now
 from ._testmode import current_test_mode
 
 if TYPE_CHECKING:
@@ -312,13 +314,11 @@ class Attempts(_Driver):
         call = self._call
         cost = call.refund_on_cancel()
         if cost is not None:
-            scope = call.scope
-            if scope.local:
-                scope.cancel_retry(cost, call.ticket)
-            else:
+            pending = call.scope.cancel_retry(cost, call.ticket)
+            if pending is not None:
                 # A remote refund is a round trip: never lose it to the cancellation under way.
                 with anyio.CancelScope(shield=True):
-                    await scope.cancel_retry_remote(cost, call.ticket)
+                    await pending
 
     async def hedged(self, config: HedgingConfig, send: Send[T], discard: Discard[T] | None = None) -> T:
         """Run the whole call with hedges: ``send(attempt)`` for each attempt, concurrently once an attempt
@@ -357,12 +357,9 @@ class Attempts(_Driver):
             True to swallow ``error`` and retry; False when the call is over (``error``, if any, propagates
             with the history attached).
         """
-        call, retrier = self._call, self._retrier
-        now = retrier.clock.now()
-        if call.scope.local:
-            step = settle_locally(retrier, call, attempt, error, now)
-        else:
-            step = await settle_remotely(retrier, call, attempt, error, now)
+        outcome = attempt.judged(error)
+        retrier = self._retrier
+        step = await settle(retrier, self._call, attempt.number, attempt._started, outcome, error, retrier.clock.now())
         return await self._after(step)
 
     def abandon(self) -> None:
@@ -404,7 +401,7 @@ def _give_up(retrier: Retrier, call: Call, error: Exception, why: str) -> None:
     call._give_up_common(error, why, now)
     if call.policy.on_give_up is not None:
         call.hook = GiveUpInfo(call.scope.key, Outcome(OutcomeKind.NOT_RETRYABLE, why, error), call.history(now))
-    count_end(retrier, GIVE_UP)
+    retrier._failures += 1
     deliver(call)
 
 
@@ -423,7 +420,7 @@ def _ending_of(retrier: Retrier, call: Call, error: BaseException) -> Exception 
     if not (isinstance(error, Exception) and call.gave_up is not None):
         raise error
     ending, call.ending = call.ending, None
-    count_end(retrier, GIVE_UP)
+    retrier._failures += 1
     deliver(call)
     return ending
 
@@ -561,10 +558,11 @@ class SyncAttempts(_Driver):
 
     def end_sync(self, attempt: Attempt, error: Exception | None) -> bool:
         """:meth:`Attempts.end` for synchronous code: True to swallow ``error`` and retry."""
+        outcome = attempt.judged(error)  # (the classifier and the judge are user code: not under the lock)
         retrier = self._retrier
         now = retrier.clock.now()
         with self._lock:
-            step = settle_locally(retrier, self._call, attempt, error, now)
+            step = settle_now(retrier, self._call, attempt.number, attempt._started, outcome, error, now)
         if step == DONE:
             return False
         if step == RETRY:

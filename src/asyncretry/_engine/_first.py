@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING
 
 from .._primitives._kinds import OutcomeKind
 from ._attempt import Attempt
-from ._call import DONE, Judge, Label, succeeded
+from ._call import Judge, Label, succeeded
 from ._drivers import Attempts, open_call
 from ._history import AttemptRecord, RetryHistory
-from ._settle import count_end
 
 if TYPE_CHECKING:
     from ._policy import RetryPolicy
@@ -81,7 +80,7 @@ class FirstAttempt:
         refund = succeeded(retrier.events, retrier.events.emit, scope, 1, started, now, None, label)
         if refund:
             scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope's RetryQuota
-        count_end(retrier, DONE)
+        retrier._successes += 1
         return self
 
     def go_on(self, *, judge: Judge | None = None, label: Label | None = None) -> tuple[Attempts, Attempt]:

@@ -33,10 +33,12 @@ from anyio.abc import TaskGroup
 
 from .._events import HedgeSent
 from .._primitives._kinds import OutcomeKind
+from ._async._executor import settle
 from ._attempt import NOT_SET, Attempt
 from ._call import DONE, RETRY, Step
+from ._classify import Outcome
 from ._hedging import HedgeState, HedgingConfig, hedge_state
-from ._settle import deliver, remaining, settle_locally, settle_remotely
+from ._settle import deliver, remaining
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -110,7 +112,7 @@ class _Race(Generic[T]):
     value: T = NOT_SET
     error: Exception | None = None
     _failure: Exception | None = None  # judging or reporting failed (a classifier that raised ...)
-    _ended: tuple[Attempt, float] | None = None  # the attempt that ends the round, and when it ended
+    _ended: tuple[Attempt, float, Outcome] | None = None  # the attempt that ends the round, when, and how
 
     def __init__(self, driver: Attempts, state: HedgeState, send: Send[T], discard: Discard[T] | None) -> None:
         self.call = driver._call
@@ -138,12 +140,10 @@ class _Race(Generic[T]):
         if self._failure is not None:
             raise self._failure
         assert self._ended is not None
-        attempt, now = self._ended
+        attempt, now, outcome = self._ended
         for loser in self.running.values():
             call.lost(loser.number, loser._started, attempt.number, now)
-        if call.scope.local:
-            return settle_locally(self.retrier, call, attempt, self.error, now)
-        return await settle_remotely(self.retrier, call, attempt, self.error, now)
+        return await settle(self.retrier, call, attempt.number, attempt._started, outcome, self.error, now)
 
     async def _referee(self, group: TaskGroup, first: Attempt) -> None:
         """Send hedges as the delays pass and take the answers until one ends the round."""
@@ -164,17 +164,16 @@ class _Race(Generic[T]):
                 continue
             attempt, value, error = item
             del self.running[attempt.number]
-            outcome = attempt.judged(error)
-            attempt._marked = outcome  # settled below or at the end: judged once
+            outcome = attempt.judged(error)  # judged once: settled below or at the end of the round
             now = clock.now()
             if outcome.kind is _SUCCESS:
                 state.record_latency(now - attempt._started)
                 for loser in self.running.values():
                     state.record_latency(now - loser._started)  # at least this slow: keep the tail in view
-                self.value, self._ended = value, (attempt, now)
+                self.value, self._ended = value, (attempt, now, outcome)
                 return
             if not self.running:
-                self.value, self.error, self._ended = value, error, (attempt, now)
+                self.value, self.error, self._ended = value, error, (attempt, now, outcome)
                 return
             await self._report(attempt, outcome.kind, outcome.reason, now)
             call.overlapped(attempt.number, attempt._started, outcome, error, now)
@@ -259,11 +258,10 @@ class _Race(Generic[T]):
     async def _report(self, attempt: Attempt, kind: OutcomeKind, reason: str, now: float) -> None:
         """Tell the limiter and the breaker how an attempt ended (a hedge is never a probe)."""
         scope = self.call.scope
-        if scope.local:
-            if scope.reports:
-                scope.report(kind, reason, attempt._started, 0, now)
-        else:
-            await scope.report_remote(kind, reason, attempt._started, 0)
+        if scope.reports:
+            pending = scope.report(kind, reason, attempt._started, 0, now)
+            if pending is not None:
+                await pending
 
     async def _close(self) -> None:
         """Every attempt has stopped: release what the ones that answered too late returned."""
