@@ -49,7 +49,8 @@ class Rename:
 
 
 JOBS: list[Unasync | Rename] = [
-    Unasync("_engine"),  # the executor and (later) the drivers: _engine/_async -> _engine/_sync
+    # the driver and the executor: Attempts -> SyncAttempts
+    Unasync("_engine", {"Attempts": "SyncAttempts", "AsyncWaits": "SyncWaits", "run_hedged": "refuse_hedging"}),
 ]
 
 

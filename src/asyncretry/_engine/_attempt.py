@@ -179,7 +179,7 @@ class Attempt:
             call.abandon()
             return False
         assert exc is None or isinstance(exc, Exception)
-        return call.end_sync(self, exc)
+        return call.end(self, exc)
 
     def __repr__(self) -> str:
         return f"<Attempt #{self.number} delay_before={self.delay_before:.3f}>"

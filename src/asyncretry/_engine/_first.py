@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from .._primitives._kinds import OutcomeKind
 from ._attempt import Attempt
 from ._call import Judge, Label, succeeded
-from ._drivers import Attempts, open_call
+from ._driver import open_call
+from ._drivers import Attempts
 from ._history import AttemptRecord, RetryHistory
 
 if TYPE_CHECKING:

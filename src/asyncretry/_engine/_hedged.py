@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from ._drivers import Attempts
 
-__all__ = ["Discard", "Send", "run_hedged"]
+__all__ = ["Discard", "Send", "refuse_hedging", "run_hedged"]
 
 T = TypeVar("T")
 
@@ -104,6 +104,18 @@ async def run_hedged(
         if failure is not None:
             raise failure
         return value
+
+
+def refuse_hedging(driver: object, config: HedgingConfig, send: object, discard: object = None) -> NoReturn:
+    """The synchronous driver's ``hedged``: hedging runs a call's attempts concurrently, in a task group.
+
+    Raises:
+        ValueError: always.
+    """
+    raise ValueError(
+        "hedging runs a call's attempts concurrently in a task group: use the async driver "
+        "(`async for attempt in retrier.attempts()`, `await retrier.call(...)`)"
+    )
 
 
 class _Race(Generic[T]):
