@@ -77,8 +77,7 @@ _THROTTLING = OutcomeKind.THROTTLING
 class Call:
     """The state and the decisions of one call.
 
-    Per-call objects are made for every call, so the fields that start at a constant are class
-    attributes (written on the instance only once they change): starting a call stays cheap.
+    One is made per call, with slots: its state never lives on an object that calls share.
 
     Attributes:
         number: the attempts begun so far.
@@ -86,41 +85,48 @@ class Call:
         outcome: the last attempt's outcome.
     """
 
-    number = 0
-    gave_up: str | None = None
-    outcome: Outcome | None = None
-    done = False
-    in_attempt = False
-    delay = 0.0  # the sleep before the next attempt
-    due = 0  # PAY: the quota tokens the retry costs now (the retry budget's place is asked for too)
-    wait_cost = 0  # the quota's waiting mode: the tokens the driver waits for before the next attempt
-    retry_paid = False  # the next attempt's costs were paid: a cancellation before it begins gives them back
-    dropped: int | None = None  # a paid retry that will not happen: the driver gives back its tokens and place
-    ticket: BudgetTicket | None = None  # the retry budget's ticket for the latest paid retry (its place)
-    linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
-    refund_due = 0  # tokens a success gives back to the quota
-    probe = 0  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
-    last_error: Exception | None = None
-    ending: Exception | None = None  # refused: what the call ends with (see refuse)
-    outbox: list[Event] | None = None  # events decided, for the driver to deliver afterwards (take_events)
-    last_timeout = 0.0
-    hook: GiveUpInfo | None = None  # on_give_up, for the driver to run
-    _cost: int | None = None  # the last retry's cost, refunded by a success (SPEC 1.1)
-    _previous_delay: float | None = None
-    _delays: tuple[float, ...] | list[float] = ()  # index i: the delay after attempt i + 1
+    __slots__ = (
+        "_cost", "_delays", "_final", "_hedges", "_overlapped", "_previous_delay", "_records", "_server_directed",
+        "deadline_at", "delay", "done", "dropped", "due", "ending", "events", "gave_up", "hook", "in_attempt",
+        "judge", "label", "last_error", "last_timeout", "linger", "max_attempts", "no_wait", "number", "outbox",
+        "outcome", "policy", "probe", "refund_due", "retry_paid", "scope", "started", "ticket", "timed",
+        "wait_cost",
+    )
+
+    number: int
+    gave_up: str | None
+    outcome: Outcome | None
+    done: bool
+    in_attempt: bool
+    delay: float  # the sleep before the next attempt
+    due: int  # PAY: the quota tokens the retry costs now (the retry budget's place is asked for too)
+    wait_cost: int  # the quota's waiting mode: the tokens the driver waits for before the next attempt
+    retry_paid: bool  # the next attempt's costs were paid: a cancellation before it begins gives them back
+    dropped: int | None  # a paid retry that will not happen: the driver gives back its tokens and place
+    ticket: BudgetTicket | None  # the retry budget's ticket for the latest paid retry (its place)
+    linger: float  # long-polling: the sleep before returning the error the quota ended the call with
+    refund_due: int  # tokens a success gives back to the quota
+    probe: int  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
+    last_error: Exception | None
+    ending: Exception | None  # refused: what the call ends with (see refuse)
+    outbox: list[Event] | None  # events decided, for the driver to deliver afterwards (take_events)
+    last_timeout: float
+    hook: GiveUpInfo | None  # on_give_up, for the driver to run
+    _cost: int | None  # the last retry's cost, refunded by a success (SPEC 1.1)
+    _previous_delay: float | None
+    _delays: tuple[float, ...] | list[float]  # index i: the delay after attempt i + 1
     # The attempts that failed: (number, started, duration, kind, reason, repr of the error).
-    _records: tuple[()] | list[tuple[int, float, float, OutcomeKind, str, str | None]] = ()
-    _final: tuple[int, float, float] | None = None  # the attempt that succeeded: number, started, ended
+    _records: tuple[()] | list[tuple[int, float, float, OutcomeKind, str, str | None]]
+    _final: tuple[int, float, float] | None  # the attempt that succeeded: number, started, ended
     # Hedged calls only (._hedged): the attempts sent as hedges, and those that ended while another attempt
     # of the call still ran (no delay follows them; the history gives them none).
-    _hedges: tuple[()] | set[int] = ()
-    _overlapped: tuple[()] | set[int] = ()
-    deadline_at = math.inf
-    timed = False  # a deadline or a per-attempt timeout: entering an attempt computes its time limit
-    no_wait = False
-    judge: Judge | None = None
-    label: Label | None = None
-
+    _hedges: tuple[()] | set[int]
+    _overlapped: tuple[()] | set[int]
+    deadline_at: float
+    timed: bool  # a deadline or a per-attempt timeout: entering an attempt computes its time limit
+    no_wait: bool
+    judge: Judge | None
+    label: Label | None
     events: EventBus  # asked only who listens: the driver delivers the events (take_events)
     scope: Scope
     policy: RetryPolicy
@@ -131,19 +137,23 @@ class Call:
         self, scope: Scope, policy: RetryPolicy, now: float, events: EventBus,
         judge: Judge | None = None, label: Label | None = None, *, test: TestMode | None = None, begun: bool = False,
     ) -> None:
+        # Every field starts here (slots): the counts at 0, the flags off, the records empty.
+        self.number = self.due = self.wait_cost = self.refund_due = self.probe = 0
+        self.delay = self.linger = self.last_timeout = 0.0
+        self.done = self.in_attempt = self.retry_paid = self._server_directed = False
+        self.gave_up = self.outcome = self.dropped = self.ticket = self.last_error = self.ending = None
+        self.outbox = self.hook = self._cost = self._previous_delay = self._final = None
+        self._delays = self._records = self._hedges = self._overlapped = ()
         self.events = events
         self.scope = scope
         self.policy = policy
         self.started = now
         self.max_attempts = policy.max_attempts
-        if judge is not None:
-            self.judge = judge
-        if label is not None:
-            self.label = label
-        if policy.timed:
-            self.timed = True
-            if policy.deadline is not None:
-                self.deadline_at = now + _seconds(policy.deadline)
+        self.judge = judge
+        self.label = label
+        self.timed = timed = policy.timed
+        self.deadline_at = now + _seconds(policy.deadline) if timed and policy.deadline is not None else math.inf
+        self.no_wait = False
         if test is not None:  # the test mode the driver found in force (asyncretry.testing)
             self.no_wait = test.no_wait
             if test.max_attempts is not None:
@@ -390,8 +400,6 @@ class Call:
     def waited_for_quota(self) -> None:
         """The driver took the cost a retry waited for (the quota's waiting mode)."""
         self._cost, self.wait_cost, self.retry_paid = self.wait_cost, 0, True
-
-    _server_directed = False
 
     def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int, draw: float) -> tuple[float, bool]:
         """The sleep before the next attempt: the backoff, or the delay the server asked for."""
