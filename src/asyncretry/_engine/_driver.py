@@ -266,6 +266,12 @@ class SyncWaits(_Driver):
         self._lock = lock if lock is not None else nullcontext()
         open_call(retrier, scope, now)  # (Retrier.sync_attempts holds the lock)
 
+    def end_sync(self, attempt: Attempt, error: Exception | None) -> bool:
+        """Deprecated: ``end()``, the same step under the same name as the async driver's."""
+        warnings.warn("SyncAttempts.end_sync() is deprecated: use SyncAttempts.end()", DeprecationWarning, stacklevel=2)
+        end: Callable[[Attempt, Exception | None], bool] = self.end  # type: ignore[attr-defined]
+        return end(attempt, error)
+
     def _sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 

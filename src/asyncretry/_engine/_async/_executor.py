@@ -67,9 +67,9 @@ async def settle(
                     if pending is not None:
                         await pending
         refund = call.refund_due
-        if refund:
+        if refund:  # (only a scope with a quota has tokens to give back)
             call.refund_due = 0
-            pending = scope.refund(refund)
+            pending = scope.quota.release(refund)  # type: ignore[union-attr]
             if pending is not None:
                 await pending
     except BackendUnavailable:

@@ -68,9 +68,9 @@ def settle(
                     if pending is not None:
                         pending
         refund = call.refund_due
-        if refund:
+        if refund:  # (only a scope with a quota has tokens to give back)
             call.refund_due = 0
-            pending = scope.refund(refund)
+            pending = scope.quota.release(refund)  # type: ignore[union-attr]
             if pending is not None:
                 pending
     except BackendUnavailable:
