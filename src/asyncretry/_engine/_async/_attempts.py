@@ -113,15 +113,7 @@ class Attempts(AsyncWaits):
         return self
 
     async def __anext__(self) -> Attempt:
-        call = self._call
-        if call.done:
-            raise StopAsyncIteration
-        if not call.number:
-            with self._lock:
-                attempt = _begin_now(self)
-            if attempt is not None:
-                return attempt
-        attempt = await self.start()
+        attempt = await self.start()  # the one way to the next attempt, the first included
         if attempt is None:
             raise StopAsyncIteration
         return attempt

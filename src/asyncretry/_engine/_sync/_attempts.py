@@ -114,15 +114,7 @@ class SyncAttempts(SyncWaits):
         return self
 
     def __next__(self) -> Attempt:
-        call = self._call
-        if call.done:
-            raise StopIteration
-        if not call.number:
-            with self._lock:
-                attempt = _begin_now(self)
-            if attempt is not None:
-                return attempt
-        attempt = self.start()
+        attempt = self.start()  # the one way to the next attempt, the first included
         if attempt is None:
             raise StopIteration
         return attempt
