@@ -26,7 +26,6 @@ from asyncretry import (
     LinearBackoff,
     Outcome,
     OutcomeKind,
-    Retrier,
     RetryBudget,
     RetryBudgetConfig,
     RetryPolicy,
@@ -110,11 +109,10 @@ CASES = [
 def make(case: Case) -> Call:
     """A call of ``case`` whose attempt ``case.number`` has begun (earlier ones failed and were recorded)."""
     clock = VirtualClock()
-    retrier = Retrier(case.policy, clock=clock)
     quota = RetryQuota(case.policy.quota_config, clock=clock) if case.quota and case.policy.quota_config else None
     budget = RetryBudget(case.policy.budget, clock=clock) if case.budget and case.policy.budget else None
     scope = Scope("s", quota, None, None, None, 0.0, budget, clock)
-    call = Call(retrier, scope, case.policy, 0.0)
+    call = Call(scope, case.policy, 0.0, EventBus())
     for number in range(1, case.number):
         call.begin(0.0, 0)
         call.record_failure(number, 0.0, FAIL, None, 0.0)
@@ -159,7 +157,7 @@ def test_a_call_ends_with_its_last_outcome_whatever_refused_the_next_attempt() -
     call.refuse(RuntimeError("open"), "breaker", 2.0)
     assert call.ending is error
     assert (call.gave_up, call.done) == ("breaker", True)
-    fresh = Call(Retrier(policy, clock=VirtualClock()), Scope("s", None, None, None, None, 0.0), policy, 0.0)
+    fresh = Call(Scope("s", None, None, None, None, 0.0), policy, 0.0, EventBus())
     refusal = RuntimeError("open")
     fresh.refuse(refusal, "breaker", 0.0)
     assert fresh.ending is refusal
@@ -187,7 +185,7 @@ def test_the_core_runs_no_listener_it_hands_its_events_to_the_driver() -> None:
     case = Case("", NO_QUOTA.replace(max_attempts=1), FAIL, Step.GIVE_UP)
     call = make(case)
     heard: list[object] = []
-    call.retrier.subscribe(heard.append)
+    call.events.subscribe(heard.append)
     assert call.settle(1, 0.0, FAIL, None, 1.0) is Step.GIVE_UP
     assert heard == []
     events = call.take_events()
@@ -205,3 +203,13 @@ def test_the_core_imports_no_anyio_and_reads_no_hidden_input() -> None:
     source = inspect.getsource(core)
     assert "_rng(" not in source
     assert "current_effective_deadline" not in source
+    assert "retrier" not in source  # it writes no counter of the retrier's: the executor counts
+
+
+def test_the_core_counts_nothing_and_hands_a_probe_back() -> None:
+    """A cancelled attempt ends the call and hands the breaker's probe ticket back for the driver to free."""
+    call = make(Case("", NO_QUOTA, FAIL, Step.RETRY))
+    call.probe = 7
+    assert call.abandon() == 7
+    assert call.done
+    assert call.probe == 0

@@ -48,7 +48,10 @@ class Rename:
     replacements: Mapping[str, str] = field(default_factory=dict)
 
 
-JOBS: list[Unasync | Rename] = []
+JOBS: list[Unasync | Rename] = [
+    # the driver and the executor: Attempts -> SyncAttempts
+    Unasync("_engine", {"Attempts": "SyncAttempts", "AsyncWaits": "SyncWaits", "run_hedged": "refuse_hedging"}),
+]
 
 
 def _relative(path: Path) -> str:

@@ -15,9 +15,9 @@ import anyio
 
 from .._exceptions import AttemptTimeout
 from .._primitives._kinds import OutcomeKind
+from ._async._executor import settle
 from ._call import DONE, RETRY
 from ._classify import Outcome
-from ._settle import settle_locally
 
 if TYPE_CHECKING:
     from ._drivers import Attempts, SyncAttempts
@@ -111,7 +111,7 @@ class Attempt:
         The one place where an attempt's outcome is decided, whatever the way in.
         """
         marked = self._marked
-        call = self._attempts
+        call = self._attempts._call
         if error is None:
             if marked is not None and marked.error is None:
                 outcome = marked
@@ -137,9 +137,10 @@ class Attempt:
 
     # --------------------------------------------------------------------- async with / with
     async def __aenter__(self) -> Attempt:
-        call = self._attempts
+        driver = self._attempts
         if self._started < 0.0:
-            self._started = call.retrier.clock.now()
+            self._started = driver._retrier.clock.now()
+        call = driver._call
         if call.timed:
             timeout = call.attempt_timeout(self._started)
             if timeout is not None:
@@ -148,27 +149,28 @@ class Attempt:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        call: Attempts = self._attempts  # type: ignore[assignment]  # the async driver makes async attempts
+        driver: Attempts = self._attempts  # type: ignore[assignment]  # the async driver makes async attempts
         cancel = self._cancel
         if cancel is not None:
             self._cancel = None
             if cancel.__exit__(exc_type, exc, tb) and exc is not None:
                 # Our own per-attempt deadline cancelled the work: a timeout, judged like any failure.
-                exc = self.timed_out(call.last_timeout)
-                if not await call.end(self, exc):
+                exc = self.timed_out(driver._call.last_timeout)
+                if not await driver.end(self, exc):
                     raise exc
                 return True
         if exc is not None and not isinstance(exc, Exception):
-            call.abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
+            driver.abandon()  # cancellation, KeyboardInterrupt ...: never retried, never delayed
             return False
-        if call.scope.local:  # nothing to await before the decision: settle here, one coroutine less
-            step = settle_locally(call, self, exc, call.retrier.clock.now())
-            return step == RETRY or (step != DONE and await call.after(step))
-        return await call.end(self, exc)
+        # Settled here rather than through driver.end(): one coroutine less on every attempt.
+        outcome = self.judged(exc)
+        retrier = driver._retrier
+        step = await settle(retrier, driver._call, self.number, self._started, outcome, exc, retrier.clock.now())
+        return step == RETRY or (step != DONE and await driver._after(step))
 
     def __enter__(self) -> Attempt:
         if self._started < 0.0:
-            self._started = self._attempts.retrier.clock.now()
+            self._started = self._attempts._retrier.clock.now()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
@@ -177,7 +179,7 @@ class Attempt:
             call.abandon()
             return False
         assert exc is None or isinstance(exc, Exception)
-        return call.end_sync(self, exc)
+        return call.end(self, exc)
 
     def __repr__(self) -> str:
         return f"<Attempt #{self.number} delay_before={self.delay_before:.3f}>"

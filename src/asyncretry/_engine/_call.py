@@ -31,21 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from .._events import AttemptFinished, Event, EventBus, GaveUp, RetryScheduled, Throttled
 from .._exceptions import RetriesExhausted
-from .._primitives._budget import BudgetTicket, RetryBudget
+from .._primitives._budget import BudgetTicket
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter
 from ._classify import Outcome
 from ._history import AttemptRecord, RetryHistory, attach_history, hedged_records
 from ._policy import GiveUpInfo, RetryPolicy
 from ._scopes import Scope
-from ._testmode import current_test_mode
 
 if TYPE_CHECKING:
-    from ._retrier import Retrier
+    from ._testmode import TestMode
 
-__all__ = [
-    "DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "Step", "attempt_failed", "open_call", "succeeded",
-]
+__all__ = ["DONE", "GIVE_UP", "PAY", "RETRY", "Call", "Judge", "Label", "Step", "succeeded"]
 
 
 class Step(IntEnum):
@@ -80,8 +77,7 @@ _THROTTLING = OutcomeKind.THROTTLING
 class Call:
     """The state and the decisions of one call.
 
-    Per-call objects are made for every call, so the fields that start at a constant are class
-    attributes (written on the instance only once they change): starting a call stays cheap.
+    One is made per call, with slots: its state never lives on an object that calls share.
 
     Attributes:
         number: the attempts begun so far.
@@ -89,74 +85,82 @@ class Call:
         outcome: the last attempt's outcome.
     """
 
-    number = 0
-    gave_up: str | None = None
-    outcome: Outcome | None = None
-    done = False
-    in_attempt = False
-    delay = 0.0  # the sleep before the next attempt
-    due = 0  # PAY: the quota tokens the retry costs now (the retry budget's place is asked for too)
-    wait_cost = 0  # the quota's waiting mode: the tokens the driver waits for before the next attempt
-    retry_paid = False  # the next attempt's costs were paid: a cancellation before it begins gives them back
-    dropped: int | None = None  # a paid retry that will not happen: the driver gives back its tokens and place
-    ticket: BudgetTicket | None = None  # the retry budget's ticket for the latest paid retry (its place)
-    linger = 0.0  # long-polling: the sleep before returning the error the quota ended the call with
-    refund_due = 0  # tokens a success gives back to the quota
-    probe = 0  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
-    last_error: Exception | None = None
-    ending: Exception | None = None  # refused: what the call ends with (see refuse)
-    outbox: list[Event] | None = None  # events decided, for the driver to deliver afterwards (take_events)
-    last_timeout = 0.0
-    hook: GiveUpInfo | None = None  # on_give_up, for the driver to run
-    _cost: int | None = None  # the last retry's cost, refunded by a success (SPEC 1.1)
-    _previous_delay: float | None = None
-    _delays: tuple[float, ...] | list[float] = ()  # index i: the delay after attempt i + 1
+    __slots__ = (
+        "_cost", "_delays", "_final", "_hedges", "_overlapped", "_previous_delay", "_records", "_server_directed",
+        "deadline_at", "delay", "done", "dropped", "due", "ending", "events", "gave_up", "hook", "in_attempt",
+        "judge", "label", "last_error", "last_timeout", "linger", "max_attempts", "no_wait", "number", "outbox",
+        "outcome", "policy", "probe", "refund_due", "retry_paid", "scope", "started", "ticket", "timed",
+        "wait_cost",
+    )
+
+    number: int
+    gave_up: str | None
+    outcome: Outcome | None
+    done: bool
+    in_attempt: bool
+    delay: float  # the sleep before the next attempt
+    due: int  # PAY: the quota tokens the retry costs now (the retry budget's place is asked for too)
+    wait_cost: int  # the quota's waiting mode: the tokens the driver waits for before the next attempt
+    retry_paid: bool  # the next attempt's costs were paid: a cancellation before it begins gives them back
+    dropped: int | None  # a paid retry that will not happen: the driver gives back its tokens and place
+    ticket: BudgetTicket | None  # the retry budget's ticket for the latest paid retry (its place)
+    linger: float  # long-polling: the sleep before returning the error the quota ended the call with
+    refund_due: int  # tokens a success gives back to the quota
+    probe: int  # the breaker's ticket when it admitted the current attempt as a half-open probe, else 0
+    last_error: Exception | None
+    ending: Exception | None  # refused: what the call ends with (see refuse)
+    outbox: list[Event] | None  # events decided, for the driver to deliver afterwards (take_events)
+    last_timeout: float
+    hook: GiveUpInfo | None  # on_give_up, for the driver to run
+    _cost: int | None  # the last retry's cost, refunded by a success (SPEC 1.1)
+    _previous_delay: float | None
+    _delays: tuple[float, ...] | list[float]  # index i: the delay after attempt i + 1
     # The attempts that failed: (number, started, duration, kind, reason, repr of the error).
-    _records: tuple[()] | list[tuple[int, float, float, OutcomeKind, str, str | None]] = ()
-    _final: tuple[int, float, float] | None = None  # the attempt that succeeded: number, started, ended
+    _records: tuple[()] | list[tuple[int, float, float, OutcomeKind, str, str | None]]
+    _final: tuple[int, float, float] | None  # the attempt that succeeded: number, started, ended
     # Hedged calls only (._hedged): the attempts sent as hedges, and those that ended while another attempt
     # of the call still ran (no delay follows them; the history gives them none).
-    _hedges: tuple[()] | set[int] = ()
-    _overlapped: tuple[()] | set[int] = ()
-    deadline_at = math.inf
-    timed = False  # a deadline or a per-attempt timeout: entering an attempt computes its time limit
-    no_wait = False
-    judge: Judge | None = None
-    label: Label | None = None
-
-    retrier: Retrier
+    _hedges: tuple[()] | set[int]
+    _overlapped: tuple[()] | set[int]
+    deadline_at: float
+    timed: bool  # a deadline or a per-attempt timeout: entering an attempt computes its time limit
+    no_wait: bool
+    judge: Judge | None
+    label: Label | None
+    events: EventBus  # asked only who listens: the driver delivers the events (take_events)
     scope: Scope
     policy: RetryPolicy
     started: float
     max_attempts: int
 
     def __init__(
-        self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float,
-        judge: Judge | None = None, label: Label | None = None, *, begun: bool = False,
+        self, scope: Scope, policy: RetryPolicy, now: float, events: EventBus,
+        judge: Judge | None = None, label: Label | None = None, *, test: TestMode | None = None, begun: bool = False,
     ) -> None:
-        self.retrier = retrier
+        # Every field starts here (slots): the counts at 0, the flags off, the records empty.
+        self.number = self.due = self.wait_cost = self.refund_due = self.probe = 0
+        self.delay = self.linger = self.last_timeout = 0.0
+        self.done = self.in_attempt = self.retry_paid = self._server_directed = False
+        self.gave_up = self.outcome = self.dropped = self.ticket = self.last_error = self.ending = None
+        self.outbox = self.hook = self._cost = self._previous_delay = self._final = None
+        self._delays = self._records = self._hedges = self._overlapped = ()
+        self.events = events
         self.scope = scope
         self.policy = policy
         self.started = now
         self.max_attempts = policy.max_attempts
-        if judge is not None:
-            self.judge = judge
-        if label is not None:
-            self.label = label
-        if policy.timed:
-            self.timed = True
-            if policy.deadline is not None:
-                self.deadline_at = now + _seconds(policy.deadline)
-        test = current_test_mode()
-        if test is not None:
+        self.judge = judge
+        self.label = label
+        self.timed = timed = policy.timed
+        self.deadline_at = now + _seconds(policy.deadline) if timed and policy.deadline is not None else math.inf
+        self.no_wait = False
+        if test is not None:  # the test mode the driver found in force (asyncretry.testing)
             self.no_wait = test.no_wait
             if test.max_attempts is not None:
                 self.max_attempts = min(self.max_attempts, test.max_attempts)
         if begun:
             self.number = 1  # Retrier.begin_first opened the call and began its first attempt
             self.in_attempt = True
-        else:
-            open_call(retrier, scope, now)
 
     # ---------------------------------------------------------------------------------- events
     def post(self, event: Event) -> None:
@@ -186,10 +190,6 @@ class Call:
             self.retry_paid = False
         if probe:
             self.probe = probe
-        retrier = self.retrier
-        retrier._attempts += 1
-        if number > 1:
-            retrier._retries += 1  # counted when it happens, never when a refusal stops it first
         return number
 
     def begin_hedge(self) -> int:
@@ -199,19 +199,21 @@ class Call:
             self._hedges.add(number)
         else:
             self._hedges = {number}
-        retrier = self.retrier
-        retrier._attempts += 1
-        retrier._hedges += 1
         return number
 
     def overlapped(self, number: int, started: float, outcome: Outcome, error: Exception | None, now: float) -> None:
         """A hedged call's attempt failed while another of its attempts still runs: record it, decide nothing
         (the attempt still running may yet answer)."""
-        kind = outcome.kind
-        attempt_failed(self.retrier.events, self.post, self.scope, number, started, now, outcome, self.label)
-        if error is not None:
-            self.last_error = error
-        self._overlap(number, started, now - started, kind, outcome.reason, None if error is None else repr(error))
+        # Recorded as any failure, but the round goes on: what the call is at stays as it was.
+        last_error, in_attempt, last = self.last_error, self.in_attempt, self.outcome
+        self.record_failure(number, started, outcome, error, now)
+        self.in_attempt, self.outcome = in_attempt, last
+        if error is None:
+            self.last_error = last_error  # a result: the call still ends with the last error, if any
+        if self._overlapped:
+            self._overlapped.add(number)
+        else:
+            self._overlapped = {number}
 
     def lost(self, number: int, started: float, winner: int, now: float) -> None:
         """A hedged call's attempt was cancelled because attempt ``winner`` answered first."""
@@ -240,18 +242,15 @@ class Call:
             final = self.outcome
             if final is None:  # no attempt was made: the refusal itself is what failed
                 final = Outcome(OutcomeKind.NOT_RETRYABLE, why, error)
-            self.hook = GiveUpInfo(self.scope.key, final, self.history())
+            self.hook = GiveUpInfo(self.scope.key, final, self.history(now))
 
-    def abandon(self) -> None:
-        """The attempt was cancelled (or hit a BaseException): record nothing, free a probe's slot."""
+    def abandon(self) -> int:
+        """The attempt was cancelled (or hit a BaseException): record nothing. Returns the breaker's ticket
+        of a half-open probe, whose slot the driver frees (0: none)."""
         self.in_attempt = False
         self.done = True
-        probe = self.probe
-        if probe:
-            self.probe = 0
-            breaker = self.scope.breaker
-            assert breaker is not None
-            breaker.release(probe)
+        probe, self.probe = self.probe, 0
+        return probe
 
     def refund_on_cancel(self) -> int | None:
         """The retry that was paid for will not happen (cancelled or refused while waiting): the tokens to
@@ -284,14 +283,13 @@ class Call:
             self.probe = 0
         self.outcome = outcome
         kind = outcome.kind
-        retrier = self.retrier
         if kind is _SUCCESS:
             self._final = (number, started, now)
             self.done = True
             if self.last_error is not None:
                 self.last_error = None  # see forget_errors
             self.refund_due = succeeded(
-                retrier, self.post, self.scope, number, started, now, self._cost, self.label, outcome.reason
+                self.events, self.post, self.scope, number, started, now, self._cost, self.label, outcome.reason
             )
             return DONE
         self.record_failure(number, started, outcome, error, now)
@@ -317,7 +315,12 @@ class Call:
         """Record a failed attempt (its events and its row in the history), deciding nothing."""
         self.in_attempt = False
         self.outcome = outcome
-        attempt_failed(self.retrier.events, self.post, self.scope, number, started, now, outcome, self.label)
+        # Its events: a throttle (when no limiter reports its own), and the attempt's end.
+        kind, events, scope = outcome.kind, self.events, self.scope
+        if kind is _THROTTLING and scope.limiter is None and events.wants(Throttled):
+            self.post(Throttled(time=now, source=scope.key, reason=outcome.reason))
+        if events.wants(AttemptFinished):
+            self.post(_finished(scope, number, started, now, kind, outcome.reason, self.label))
         self.last_error = error  # what the call ends with if it stops now (None: the result)
         row = (number, started, now - started, outcome.kind, outcome.reason, None if error is None else repr(error))
         if self._records:
@@ -377,8 +380,7 @@ class Call:
             self._delays.append(delay)  # type: ignore[union-attr]
         else:
             self._delays = [delay]
-        events = self.retrier.events
-        if events.wants(RetryScheduled):
+        if self.events.wants(RetryScheduled):
             self.post(RetryScheduled(
                 time=now, source=self.scope.key, attempt=self.number, delay=delay, outcome=outcome.kind.value,
                 reason=outcome.reason, server_directed=self._server_directed, target=self.target(),
@@ -398,8 +400,6 @@ class Call:
     def waited_for_quota(self) -> None:
         """The driver took the cost a retry waited for (the quota's waiting mode)."""
         self._cost, self.wait_cost, self.retry_paid = self.wait_cost, 0, True
-
-    _server_directed = False
 
     def _plan_delay(self, outcome: Outcome, kind: OutcomeKind, number: int, draw: float) -> tuple[float, bool]:
         """The sleep before the next attempt: the backoff, or the delay the server asked for."""
@@ -451,13 +451,11 @@ class Call:
 
     # ---------------------------------------------------------------------------------- giving up
     def _give_up_common(self, error: BaseException | None, why: str, now: float) -> None:
-        self.retrier._failures += 1
         self.done = True
         self.gave_up = why
         if error is not None:
-            attach_history(error, self.history())
-        events = self.retrier.events
-        if events.wants(GaveUp):
+            attach_history(error, self.history(now))
+        if self.events.wants(GaveUp):
             last = self.outcome
             # `reason` is a classification (metrics group by it): the last attempt's, or the
             # refusal's class name; a refusal's message (token counts ...) would be unbounded.
@@ -473,7 +471,7 @@ class Call:
         history attached to it."""
         self._give_up_common(error, why, now)
         if self.policy.on_give_up is not None:
-            self.hook = GiveUpInfo(self.scope.key, outcome, self.history())
+            self.hook = GiveUpInfo(self.scope.key, outcome, self.history(now))
         return GIVE_UP
 
     def result_error(self) -> Exception:
@@ -504,8 +502,10 @@ class Call:
             )
 
     # -------------------------------------------------------------------------------- history
-    def history(self) -> RetryHistory:
-        """The record of this call so far."""
+    def history(self, now: float | None = None) -> RetryHistory:
+        """The record of this call so far (``now``: the time, read when no attempt has ended yet)."""
+        if now is None:
+            now = self.started
         delays = self._delays
         rows = list(self._records)
         final = self._final
@@ -515,7 +515,7 @@ class Call:
             rows.append((number, started, ended - started, OutcomeKind.SUCCESS, reason, None))
         if self._hedges or self._overlapped:
             records = hedged_records(rows, delays, self._hedges, self._overlapped)
-            ended = max((r.started + r.duration for r in records), default=self.retrier.clock.now())
+            ended = max((r.started + r.duration for r in records), default=now)
         else:
             records = tuple(
                 AttemptRecord(
@@ -524,7 +524,7 @@ class Call:
                 )
                 for i, (n, s, d, k, r, e) in enumerate(rows)
             )
-            ended = records[-1].started + records[-1].duration if records else self.retrier.clock.now()
+            ended = records[-1].started + records[-1].duration if records else now
         return RetryHistory(
             scope=self.scope.key, attempts=records, elapsed=ended - self.started, gave_up=self.gave_up
         )
@@ -545,42 +545,20 @@ class Call:
         return not self.done and self.number > 0 and not self.in_attempt
 
 
-def open_call(retrier: Retrier, scope: Scope, now: float) -> None:
-    """What opening a call does to shared state: it is counted, and a local retry budget hears of the
-    request (a remote budget is told by the async driver, awaited)."""
-    budget = scope.budget
-    if budget is not None and isinstance(budget, RetryBudget):
-        budget.record_request(now=now)
-    retrier._calls += 1
-
-
 def succeeded(
-    retrier: Retrier, post: Callable[[Event], None], scope: Scope, number: int, started: float, now: float,
+    events: EventBus, post: Callable[[Event], None], scope: Scope, number: int, started: float, now: float,
     cost: int | None, label: Label | None, reason: str = "ok",
 ) -> int:
-    """What an attempt's success decides, the one place (SPEC 1.1): the call is counted a success, and
-    the quota gets back the last retry's cost, or the success increment when no retry was paid.
+    """What an attempt's success decides, the one place (SPEC 1.1): the quota gets back the last retry's
+    cost, or the success increment when no retry was paid (``events`` is only asked who listens).
 
     Returns:
-        The tokens to give back to the quota (the driver releases them; the limiter and the breaker
-        hear of the success through :meth:`Scope.report`).
+        The tokens to give back to the quota (the executor releases them and counts the success; the
+        limiter and the breaker hear of it through :meth:`Scope.report`).
     """
-    retrier._successes += 1
-    if retrier.events.wants(AttemptFinished):
+    if events.wants(AttemptFinished):
         post(_finished(scope, number, started, now, _SUCCESS, reason, label))
     return cost if cost is not None else scope.success_increment
-
-
-def attempt_failed(
-    events: EventBus, post: Callable[[Event], None], scope: Scope, number: int, started: float, now: float,
-    outcome: Outcome, label: Label | None,
-) -> None:
-    """The events of an attempt that failed (a throttle, when no limiter reports its own; the attempt's end),
-    handed to ``post`` (``events`` is only asked who listens)."""
-    if outcome.kind is _THROTTLING and scope.limiter is None and events.wants(Throttled):
-        post(Throttled(time=now, source=scope.key, reason=outcome.reason))
-    if events.wants(AttemptFinished):
-        post(_finished(scope, number, started, now, outcome.kind, outcome.reason, label))
 
 
 def _finished(

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from .._primitives._kinds import OutcomeKind
 from ._attempt import Attempt
-from ._call import Judge, Label, open_call, succeeded
+from ._call import Judge, Label, succeeded
+from ._driver import open_call
 from ._drivers import Attempts
 from ._history import AttemptRecord, RetryHistory
 
@@ -77,9 +78,10 @@ class FirstAttempt:
         self._ended = now = retrier.clock.now()
         if scope.reports:
             scope.report(_SUCCESS, "ok", started, 0, now)
-        refund = succeeded(retrier, retrier.events.emit, scope, 1, started, now, None, label)
+        refund = succeeded(retrier.events, retrier.events.emit, scope, 1, started, now, None, label)
         if refund:
             scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope's RetryQuota
+        retrier._successes += 1
         return self
 
     def go_on(self, *, judge: Judge | None = None, label: Label | None = None) -> tuple[Attempts, Attempt]:

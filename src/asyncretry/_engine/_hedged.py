@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -33,17 +33,19 @@ from anyio.abc import TaskGroup
 
 from .._events import HedgeSent
 from .._primitives._kinds import OutcomeKind
+from ._async._executor import settle
 from ._attempt import NOT_SET, Attempt
 from ._call import DONE, RETRY, Step
+from ._classify import Outcome
 from ._hedging import HedgeState, HedgingConfig, hedge_state
-from ._settle import deliver, settle_locally, settle_remotely
+from ._settle import deliver, remaining
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
     from ._drivers import Attempts
 
-__all__ = ["Discard", "Send", "run_hedged"]
+__all__ = ["Discard", "Send", "refuse_hedging", "run_hedged"]
 
 T = TypeVar("T")
 
@@ -57,36 +59,39 @@ _TICK = object()  # the hedging delay passed without an answer
 _SUCCESS = OutcomeKind.SUCCESS
 
 
-async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], discard: Discard[T] | None = None) -> T:
-    """Run ``call`` to its end with hedges: returns the winning result, or the last result when the call
-    gave up on a result (``call.gave_up`` says so); raises the last error when it gave up on one.
+async def run_hedged(
+    driver: Attempts, config: HedgingConfig, send: Send[T], discard: Discard[T] | None = None
+) -> T:
+    """Run the call of ``driver`` to its end with hedges: returns the winning result, or the last result when
+    the call gave up on a result (``driver.gave_up`` says so); raises the last error when it gave up on one.
 
     Raises:
         Exception: the last attempt's error (history attached, with why the call stopped), or what
             refused the first attempt.
     """
-    state = hedge_state(call.scope, config, call.retrier.clock)
+    call = driver._call
+    state = hedge_state(call.scope, config, driver._retrier.clock)
     state.record_call(call.started)
     last: Any = NOT_SET  # the result of the round before, kept until the next round begins
     while True:
         try:
-            attempt = await call.start()
+            attempt = await driver.start()
         except BaseException:
             await _drop(discard, last)
             raise
         if attempt is None:  # the next round was refused: the call ends with the last result
             return last  # type: ignore[no-any-return]
         await _drop(discard, last)
-        race = _Race(call, state, send, discard)
+        race = _Race(driver, state, send, discard)
         try:
             step = await race.run(attempt)
         except BaseException as error:
             if not isinstance(error, Exception):
-                now = call.retrier.clock.now()
+                now = driver._retrier.clock.now()
                 for running in race.running.values():  # in the history, should the call end with an error
                     call._overlap(running.number, running._started, now - running._started, OutcomeKind.CANCELLED,
                                   "cancelled", None)
-                call.abandon()  # cancelled: never retried, never delayed
+                driver.abandon()  # cancelled: never retried, never delayed
                 await _drop(discard, race.value)  # a result that came in before the cancellation: nobody reads it
             raise
         value, failure = race.value, race.error
@@ -95,10 +100,22 @@ async def run_hedged(call: Attempts, config: HedgingConfig, send: Send[T], disca
         if step == RETRY:
             last = value
             continue
-        await call.after(step)  # giving up: the long-polling back-off and the hook
+        await driver._after(step)  # giving up: the long-polling back-off and the hook
         if failure is not None:
             raise failure
         return value
+
+
+def refuse_hedging(driver: object, config: HedgingConfig, send: object, discard: object = None) -> NoReturn:
+    """The synchronous driver's ``hedged``: hedging runs a call's attempts concurrently, in a task group.
+
+    Raises:
+        ValueError: always.
+    """
+    raise ValueError(
+        "hedging runs a call's attempts concurrently in a task group: use the async driver "
+        "(`async for attempt in retrier.attempts()`, `await retrier.call(...)`)"
+    )
 
 
 class _Race(Generic[T]):
@@ -107,10 +124,11 @@ class _Race(Generic[T]):
     value: T = NOT_SET
     error: Exception | None = None
     _failure: Exception | None = None  # judging or reporting failed (a classifier that raised ...)
-    _ended: tuple[Attempt, float] | None = None  # the attempt that ends the round, and when it ended
+    _ended: tuple[Attempt, float, Outcome] | None = None  # the attempt that ends the round, when, and how
 
-    def __init__(self, call: Attempts, state: HedgeState, send: Send[T], discard: Discard[T] | None) -> None:
-        self.call = call
+    def __init__(self, driver: Attempts, state: HedgeState, send: Send[T], discard: Discard[T] | None) -> None:
+        self.call = driver._call
+        self.retrier = driver._retrier
         self.state = state
         self.send = send
         self.discard = discard
@@ -134,17 +152,15 @@ class _Race(Generic[T]):
         if self._failure is not None:
             raise self._failure
         assert self._ended is not None
-        attempt, now = self._ended
+        attempt, now, outcome = self._ended
         for loser in self.running.values():
             call.lost(loser.number, loser._started, attempt.number, now)
-        if call.scope.local:
-            return settle_locally(call, attempt, self.error, now)
-        return await settle_remotely(call, attempt, self.error, now)
+        return await settle(self.retrier, call, attempt.number, attempt._started, outcome, self.error, now)
 
     async def _referee(self, group: TaskGroup, first: Attempt) -> None:
         """Send hedges as the delays pass and take the answers until one ends the round."""
         call, state = self.call, self.state
-        clock = call.retrier.clock
+        clock = self.retrier.clock
         if first._started < 0.0:
             first._started = clock.now()
         self._launch(group, first)
@@ -160,17 +176,16 @@ class _Race(Generic[T]):
                 continue
             attempt, value, error = item
             del self.running[attempt.number]
-            outcome = attempt.judged(error)
-            attempt._marked = outcome  # settled below or at the end: judged once
+            outcome = attempt.judged(error)  # judged once: settled below or at the end of the round
             now = clock.now()
             if outcome.kind is _SUCCESS:
                 state.record_latency(now - attempt._started)
                 for loser in self.running.values():
                     state.record_latency(now - loser._started)  # at least this slow: keep the tail in view
-                self.value, self._ended = value, (attempt, now)
+                self.value, self._ended = value, (attempt, now, outcome)
                 return
             if not self.running:
-                self.value, self.error, self._ended = value, error, (attempt, now)
+                self.value, self.error, self._ended = value, error, (attempt, now, outcome)
                 return
             await self._report(attempt, outcome.kind, outcome.reason, now)
             call.overlapped(attempt.number, attempt._started, outcome, error, now)
@@ -182,11 +197,10 @@ class _Race(Generic[T]):
         (all sent, or the call's deadline comes first)."""
         if hedges >= self.state.config.max_hedges:
             return None
-        call = self.call
-        now = call.retrier.clock.now()
-        remaining = call.remaining(now)
+        now = self.retrier.clock.now()
+        left = remaining(self.call, now)
         wait = max(0.0, at - now)
-        return wait if remaining is None or wait < remaining else None
+        return wait if left is None or wait < left else None
 
     async def _next(self, wait: float | None) -> Any:
         """The next answer, or ``_TICK`` when ``wait`` seconds pass first (timed like ``attempt_timeout``: on
@@ -210,14 +224,17 @@ class _Race(Generic[T]):
         call = self.call
         if not self.running or call.number >= call.max_attempts:
             return False
-        now = call.retrier.clock.now()
-        if call.remaining(now) == 0.0 or not self.state.admit(call.scope, now):
+        retrier = self.retrier
+        now = retrier.clock.now()
+        if remaining(call, now) == 0.0 or not self.state.admit(call.scope, now):
             return False
         attempt = Attempt()
-        attempt._attempts = call
+        attempt._attempts = lead._attempts
         attempt.number = call.begin_hedge()
+        retrier._attempts += 1
+        retrier._hedges += 1
         attempt._started = now
-        events = call.retrier.events
+        events = retrier.events
         if events.wants(HedgeSent):
             events.emit(HedgeSent(
                 time=now, source=call.scope.key, attempt=attempt.number, hedging=lead.number,
@@ -253,11 +270,10 @@ class _Race(Generic[T]):
     async def _report(self, attempt: Attempt, kind: OutcomeKind, reason: str, now: float) -> None:
         """Tell the limiter and the breaker how an attempt ended (a hedge is never a probe)."""
         scope = self.call.scope
-        if scope.local:
-            if scope.reports:
-                scope.report(kind, reason, attempt._started, 0, now)
-        else:
-            await scope.report_remote(kind, reason, attempt._started, 0)
+        if scope.reports:
+            pending = scope.report(kind, reason, attempt._started, 0, now)
+            if pending is not None:
+                await pending
 
     async def _close(self) -> None:
         """Every attempt has stopped: release what the ones that answered too late returned."""

@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from .._events import EventBus, Listener, ScopeEvicted
 from .._primitives._breaker import CircuitBreaker
-from .._primitives._bucket import AsyncTokenBucket
+from .._primitives._bucket import TokenBucket
 from .._primitives._budget import RetryBudget
 from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
 from .._primitives._limiter import AdaptiveRateLimiter
@@ -62,7 +62,7 @@ _PARTS = {
     "quota": (RetryQuota, RemoteQuota),
     "limiter": (AdaptiveRateLimiter, RemoteLimiter),
     "breaker": (CircuitBreaker, RemoteBreaker),
-    "rate_limit": (AsyncTokenBucket, RemoteBucket),
+    "rate_limit": (TokenBucket, RemoteBucket),
     "budget": (RetryBudget, RemoteBudget),
 }
 
@@ -104,7 +104,7 @@ class Retrier:
             scope, or a function ``scope_key -> RetryQuota`` making each scope's (a Redis-backed one, say).
         limiter: an :class:`AdaptiveRateLimiter` (adaptive mode), shared or per scope likewise.
         breaker: a :class:`CircuitBreaker`, shared or per scope likewise.
-        rate_limit: an :class:`AsyncTokenBucket` paced before every attempt, shared or per scope likewise;
+        rate_limit: an :class:`TokenBucket` paced before every attempt, shared or per scope likewise;
             default: one per scope from the policy's ``rate_limit``.
         budget: a :class:`RetryBudget` (or a Redis-backed one), shared or per scope likewise; default:
             one per scope from the policy's ``budget``.
@@ -189,7 +189,7 @@ class Retrier:
             breaker = CircuitBreaker(policy.breaker, clock=clock, name=key, events=events)
         bucket = given(parts["rate_limit"], *_PARTS["rate_limit"], key, "rate_limit")
         if bucket is None and policy.rate_limit is not None:
-            bucket = AsyncTokenBucket(policy.rate_limit, policy.rate_limit_burst or 1.0, clock=clock, name=key)
+            bucket = TokenBucket(policy.rate_limit, policy.rate_limit_burst or 1.0, clock=clock, name=key)
         budget = given(parts["budget"], *_PARTS["budget"], key, "budget")
         if budget is None and policy.budget is not None:
             budget = RetryBudget(policy.budget, clock=clock, name=key, events=events)

@@ -2,9 +2,10 @@
 
 A scope's parts are either in-process primitives, which answer at once, or parts kept on a server
 (:mod:`asyncretry._primitives._shared`), whose answers are awaited. :class:`Scope` is the thin I/O layer
-between the decision core and those parts: it tells them what an attempt's outcome was and pays or
-refunds the quota, synchronously for local parts (:meth:`Scope.report`) or with awaits for remote ones
-(:meth:`Scope.report_remote`). It decides nothing.
+between the decision core and those parts: it tells them what an attempt's outcome was and refunds the
+quota. Each of those is one method for both kinds of part: a local part answers at once, and the method
+returns what is left to await for a part on a server (``None`` when nothing is), so that the executor
+(:mod:`._async._executor`) chooses in one place whether to await. It decides nothing.
 
 The table keeps scopes in least-recently-used order, so that finding a scope to evict costs the same
 at 10 scopes or 100,000.
@@ -13,12 +14,12 @@ at 10 scopes or 100,000.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._primitives._breaker import BreakerStatistics, CircuitBreaker
-from .._primitives._bucket import AsyncTokenBucket, BucketStatistics
+from .._primitives._bucket import BucketStatistics, TokenBucket
 from .._primitives._budget import BudgetStatistics, BudgetTicket, RetryBudget
 from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
@@ -36,7 +37,7 @@ __all__ = [
 AnyQuota = RetryQuota | RemoteQuota
 AnyBreaker = CircuitBreaker | RemoteBreaker
 AnyLimiter = AdaptiveRateLimiter | RemoteLimiter
-AnyBucket = AsyncTokenBucket | RemoteBucket
+AnyBucket = TokenBucket | RemoteBucket
 AnyBudget = RetryBudget | RemoteBudget
 
 _THROTTLING = OutcomeKind.THROTTLING
@@ -87,8 +88,8 @@ class Scope:
     """The shared state of one scope (one resource) and the I/O that tells it about attempts."""
 
     __slots__ = (
-        "breaker", "bucket", "budget", "first_cost", "hedging", "key", "last_used", "limiter", "local", "local_breaker",
-        "quota", "reports", "shares_clock", "success_increment", "unpaced",
+        "breaker", "bucket", "budget", "first_cost", "gates", "hedging", "key", "last_used", "limiter", "local",
+        "local_breaker", "quota", "reports", "shares_clock", "success_increment", "unpaced",
     )
 
     def __init__(
@@ -116,12 +117,14 @@ class Scope:
             (quota is None or isinstance(quota, RetryQuota))
             and (breaker is None or isinstance(breaker, CircuitBreaker))
             and (limiter is None or isinstance(limiter, AdaptiveRateLimiter))
-            and (bucket is None or isinstance(bucket, AsyncTokenBucket))
+            and (bucket is None or isinstance(bucket, TokenBucket))
             and (budget is None or isinstance(budget, RetryBudget))
         )
         self.local_breaker = isinstance(breaker, CircuitBreaker)
         #: the breaker reads the engine's clock: the engine hands it the time it just read
         self.shares_clock = self.local_breaker and breaker.clock is clock  # type: ignore[union-attr]
+        #: a rate limit or a breaker may make an attempt wait or refuse it
+        self.gates = bucket is not None or limiter is not None or breaker is not None
         #: a limiter or a breaker hears of every attempt's outcome (:meth:`report`)
         self.reports = limiter is not None or breaker is not None
         config = quota.config if quota is not None else None
@@ -137,7 +140,7 @@ class Scope:
             not self.first_cost
             and (budget is None or isinstance(budget, RetryBudget))
             and len(rates) <= 1
-            and all(isinstance(part, (AsyncTokenBucket, AdaptiveRateLimiter)) for part in rates)
+            and all(isinstance(part, (TokenBucket, AdaptiveRateLimiter)) for part in rates)
         )
 
     def admit_first(self) -> bool:
@@ -150,105 +153,53 @@ class Scope:
         if breaker is not None and not (self.local_breaker and breaker.is_closed):  # type: ignore[union-attr]
             return False
         bucket, limiter = self.bucket, self.limiter
-        if isinstance(bucket, AsyncTokenBucket):  # (unpaced: a rate limit is an in-process one)
+        if isinstance(bucket, TokenBucket):  # (unpaced: a rate limit is an in-process one)
             return bucket.try_acquire(1)
         if isinstance(limiter, AdaptiveRateLimiter):
             return limiter.try_acquire()
         return True
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
-    def report(self, kind: OutcomeKind, reason: str, started: float, probe: int, now: float | None = None) -> None:
-        """Tell the limiter and a local breaker how an attempt ended (local state; never waits).
+    def report(
+        self, kind: OutcomeKind, reason: str, started: float, probe: int, now: float | None = None
+    ) -> Awaitable[None] | None:
+        """Tell the limiter and the breaker how an attempt ended.
 
-        ``now``: the time the engine just read on its clock, if the caller has it; the breaker takes it
-        instead of reading its own when the two clocks are the same (saves a read)."""
+        Returns what is left to await: a breaker kept on a server records the outcome in a round trip
+        (the executor awaits it); ``None`` when every part answered at once. ``now``: the time the engine
+        just read on its clock, if the caller has it; a local breaker takes it instead of reading its own
+        when the two clocks are the same (saves a read)."""
         if self.limiter is not None:
-            self._tell_limiter(kind, reason, started)
-        breaker: CircuitBreaker | None = self.breaker  # type: ignore[assignment]  # a local scope's
-        if breaker is not None:
-            if kind is not _SUCCESS and kind.retryable:
-                breaker.record_failure(probe)
-            else:
-                breaker.record_success(probe, now=now if self.shares_clock else None)
-
-    async def report_remote(self, kind: OutcomeKind, reason: str, started: float, probe: int) -> None:
-        """:meth:`report` for a scope with parts on a server: a remote breaker's record is a round trip."""
+            # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
+            # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
+            self.limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
+                                failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
         breaker = self.breaker
-        if breaker is None or isinstance(breaker, CircuitBreaker):
-            self.report(kind, reason, started, probe)  # the limiter and breaker answer at once
-            return
-        if self.limiter is not None:
-            self._tell_limiter(kind, reason, started)
-        await breaker.record(success=not kind.retryable, probe=probe)
+        if breaker is None:
+            return None
+        failed = kind is not _SUCCESS and kind.retryable
+        if not isinstance(breaker, CircuitBreaker):
+            return breaker.record(success=not failed, probe=probe)
+        if failed:
+            breaker.record_failure(probe)
+        else:
+            breaker.record_success(probe, now=now if self.shares_clock else None)
+        return None
 
-    def _tell_limiter(self, kind: OutcomeKind, reason: str, started: float) -> None:
-        # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
-        # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
-        assert self.limiter is not None
-        self.limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
-                            failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
-
-    # -- what a retry costs: the quota's tokens, then a place in the retry budget
-    def pay(self, cost: int) -> tuple[str | None, BudgetTicket | None]:
-        """Take what a retry costs from local state: ``None`` when paid, else what refused it
-        (``"quota"`` or ``"budget"``; nothing is kept of a payment refused half-way); and the budget's
-        ticket for the retry, which :meth:`cancel_retry` hands back."""
-        quota, budget = self.quota, self.budget
-        if cost:
-            assert isinstance(quota, RetryQuota)
-            if not quota.try_acquire(cost):
-                return "quota", None
-        ticket = None
-        if budget is not None:
-            assert isinstance(budget, RetryBudget)
-            ticket = budget.spend()
-            if ticket is None:
-                if cost:
-                    quota.release(cost)  # type: ignore[union-attr]
-                return "budget", None
-        return None, ticket
-
-    async def pay_remote(self, cost: int) -> tuple[str | None, BudgetTicket | None]:
-        """:meth:`pay` where a part is kept on a server."""
-        quota, budget = self.quota, self.budget
-        if cost:
-            assert quota is not None
-            paid = quota.try_acquire(cost) if isinstance(quota, RetryQuota) else await quota.try_acquire(cost)
-            if not paid:
-                return "quota", None
-        ticket = None
-        if budget is not None:
-            ticket = budget.spend() if isinstance(budget, RetryBudget) else await budget.spend()
-            if ticket is None:
-                if cost:
-                    await self.refund_remote(cost)
-                return "budget", None
-        return None, ticket
-
-    def cancel_retry(self, cost: int, ticket: BudgetTicket | None) -> None:
-        """A retry that was paid for will not happen: its tokens and its budget place (``ticket``) go back
-        (local state)."""
-        if cost:
-            quota = self.quota
-            assert isinstance(quota, RetryQuota)
-            quota.release(cost)
-        if self.budget is not None and ticket is not None:
-            self.budget.refund(ticket)
-
-    async def cancel_retry_remote(self, cost: int, ticket: BudgetTicket | None) -> None:
-        if cost:
-            await self.refund_remote(cost)
-        if self.budget is not None and ticket is not None:
-            self.budget.refund(ticket)
-
-    async def refund_remote(self, amount: int) -> None:
+    # -- giving back what a retry cost (what it costs is taken by the executor: ._async._executor.pay)
+    def refund(self, amount: int) -> Awaitable[None] | None:
+        """Give ``amount`` tokens back to the quota; what is left to await when the quota is on a server."""
         quota = self.quota
         if quota is None or not amount:
-            return
-        if isinstance(quota, RetryQuota):
-            quota.release(amount)
-        else:
-            await quota.release(amount)
+            return None
+        return quota.release(amount)
+
+    def cancel_retry(self, cost: int, ticket: BudgetTicket | None) -> Awaitable[None] | None:
+        """A retry that was paid for will not happen: its tokens and its budget place (``ticket``) go back.
+        Returns what is left to await (a quota on a server), else ``None``."""
+        if self.budget is not None and ticket is not None:
+            self.budget.refund(ticket)
+        return self.refund(cost)
 
     def breaker_wait(self) -> float:
         """The breaker's answer to "when would you admit an attempt?": seconds from now (0 without a breaker).

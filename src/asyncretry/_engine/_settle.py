@@ -1,10 +1,9 @@
-"""The executors: what the drivers do around the decision core when an attempt ends.
+"""What the executor (:mod:`._async._executor`) and the drivers read and hand on around the decision core.
 
-The core (:class:`~._call.Call`) decides from its arguments alone; these two functions gather those
-arguments (the time the caller's own deadline leaves, the random draw, the breaker's answer) and carry
-out what it decided on the scope's shared state: :func:`settle_locally` for in-process parts, which
-answer at once, and :func:`settle_remotely` for parts kept on a server, whose answers are awaited. Each
-is the one place its kind of state is settled, for every driver (``async for``, ``for``, hedging).
+The core (:class:`~._call.Call`) takes every input as an argument: :func:`caller_deadline` reads one of
+them (the time the caller's own deadline leaves, from the enclosing cancel scopes), :func:`remaining`
+combines it with the call's own deadline; :func:`deliver` hands the events the core decided to the
+listeners (user code runs here, after the decision).
 """
 
 from __future__ import annotations
@@ -14,16 +13,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._exceptions import BackendUnavailable
-from .._primitives._kinds import OutcomeKind
-from ._call import PAY, Call, Step
-
 if TYPE_CHECKING:
-    from ._attempt import Attempt
+    from ._call import Call
 
-__all__ = ["caller_deadline", "deliver", "remaining", "settle_locally", "settle_remotely"]
-
-_SUCCESS = OutcomeKind.SUCCESS
+__all__ = ["caller_deadline", "deliver", "remaining"]
 
 
 def caller_deadline() -> float | None:
@@ -46,73 +39,6 @@ def deliver(call: Call) -> None:
     """Emit the events the core decided: the listeners (user code) run here, after the decision."""
     events = call.take_events()
     if events is not None:
-        bus = call.retrier.events
+        bus = call.events
         for event in events:
             bus.emit(event)
-
-
-def settle_locally(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
-    """End an attempt on in-process state: report, decide, pay or refund (no waiting). DONE, GIVE_UP or RETRY."""
-    outcome = attempt.judged(error)
-    scope = call.scope
-    if scope.reports:
-        scope.report(outcome.kind, outcome.reason, attempt._started, call.probe, now)
-    if outcome.kind is _SUCCESS:
-        step = call.settle(attempt.number, attempt._started, outcome, error, now)
-    else:
-        # What a failure's decision needs, asked once (asking changes nothing).
-        wait = scope.breaker_wait() if scope.breaker is not None else 0.0
-        step = call.settle(
-            attempt.number, attempt._started, outcome, error, now,
-            outer=caller_deadline, draw=call.retrier._rng(), breaker_wait=wait,
-        )
-        if step is PAY:
-            refused, call.ticket = scope.pay(call.due)
-            step = call.paid(refused, now, outer=caller_deadline, breaker_wait=wait)
-            if call.dropped is not None:  # paid, then refused after all: its tokens and budget place go back
-                scope.cancel_retry(call.take_dropped(), call.ticket)  # type: ignore[arg-type]
-    refund = call.refund_due
-    if refund:
-        call.refund_due = 0
-        scope.quota.release(refund)  # type: ignore[union-attr]  # a local scope: a RetryQuota; never None with a refund
-    if call.outbox is not None:
-        deliver(call)
-    return step
-
-
-async def settle_remotely(call: Call, attempt: Attempt, error: Exception | None, now: float) -> Step:
-    """:func:`settle_locally` where a part is kept on a server (its answers awaited).
-
-    A server that cannot be reached (``BackendUnavailable``) ends the call with the attempt's own
-    outcome (``"backend"``); a success stays one, only its bookkeeping is lost.
-    """
-    outcome = attempt.judged(error)
-    scope = call.scope
-    try:
-        await scope.report_remote(outcome.kind, outcome.reason, attempt._started, call.probe)
-        if outcome.kind is _SUCCESS:
-            step = call.settle(attempt.number, attempt._started, outcome, error, now)
-        else:
-            wait = scope.breaker_wait()
-            step = call.settle(
-                attempt.number, attempt._started, outcome, error, now,
-                outer=caller_deadline, draw=call.retrier._rng(), breaker_wait=wait,
-            )
-        if step is PAY:
-            refused, call.ticket = await scope.pay_remote(call.due)
-            step = call.paid(refused, now, outer=caller_deadline, breaker_wait=wait)
-            dropped = call.take_dropped()
-            if dropped is not None:
-                await scope.cancel_retry_remote(dropped, call.ticket)
-        if call.refund_due:
-            await scope.refund_remote(call.take_refund())
-    except BackendUnavailable:
-        if call.in_attempt:  # the outcome was not recorded yet
-            if outcome.kind is _SUCCESS:
-                call.settle(attempt.number, attempt._started, outcome, error, now)
-                call.take_refund()
-            else:
-                call.record_failure(attempt.number, attempt._started, outcome, error, now)
-        step = call.unreachable(outcome, error, now)
-    deliver(call)
-    return step

@@ -37,7 +37,7 @@ from .._validate import check_clock, check_number, check_seconds, check_str
 from ._clock import DEFAULT_CLOCK, Clock, cached_loop
 from ._waiter import CANCELLED, EXPIRED, GRANTED, REJECTED, WAITING, Waiter, in_event_loop
 
-__all__ = ["AsyncTokenBucket", "BucketStatistics", "TokenBucket"]
+__all__ = ["BucketStatistics", "TokenBucket"]
 
 # A waiter whose tokens are less than this many seconds of refill short is served: the float error of
 # ``elapsed * rate`` (and asyncio firing timers up to its clock resolution early) would otherwise make
@@ -572,6 +572,3 @@ class TokenBucket:
             if was_head:
                 self._serve(self._clock.now())  # the next waiter takes over (or is served at once)
 
-
-# The name the bucket had before (the engine's drivers and scopes still import it under this name).
-AsyncTokenBucket = TokenBucket
