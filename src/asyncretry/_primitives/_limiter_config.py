@@ -13,7 +13,7 @@ from .._validate import check_choice, check_number, check_seconds
 
 __all__ = ["MAX_BURST", "PROFILES", "AdaptiveLimiterConfig", "as_seconds"]
 
-PROFILES = ("asyncretry", "aws")
+PROFILES = ("asyncretry", "aws", "fair")
 """The accepted values of :attr:`AdaptiveLimiterConfig.profile`."""
 
 _FRACTIONS = ("utilization", "repeat_decrease", "min_repeat_decrease", "outage_probe")
@@ -28,6 +28,7 @@ _DURATIONS = (
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
 _FAIRNESS = ("fair_step", "fair_count")
+_FAIR_PROFILE = ("fair_reference", "fair_floor")
 MAX_BURST = 3600.0
 """The longest ``burst`` (seconds of the fill rate the bucket holds)."""
 
@@ -110,6 +111,15 @@ class AdaptiveLimiterConfig:
             Both concern a fleet with a limiter per client: ``RedisAdaptiveRateLimiter``, one limiter
             for the whole fleet, does not use them.
 
+    ``"fair"`` profile (a binomial AIMD, :class:`~asyncretry._primitives._fair.FairRateController`; it
+    also reads ``fair_step``, ``repeat_decrease``, ``min_repeat_decrease``, ``utilization``,
+    ``measurement_window`` and ``burst``, and not ``min_fill_rate``):
+        fair_reference: the rate, requests per second (> 0), at which the additive step is ``fair_step``
+            requests per second per second; the step grows as ``(rate / fair_reference) ** 1.5``.
+            Default 16.
+        fair_floor: the lowest rate, requests per second (> 0), low enough that many slow clients
+            need not be throttled; default 0.05.
+
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
     """
@@ -139,6 +149,8 @@ class AdaptiveLimiterConfig:
     settle_time: float | timedelta = 10.0
     fair_step: float = 1.0
     fair_count: float = 12.0
+    fair_reference: float = 16.0
+    fair_floor: float = 0.05
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -172,6 +184,8 @@ class AdaptiveLimiterConfig:
             )
         for field in _MARGINS + _FAIRNESS:
             put(self, field, check_number(field, getattr(self, field), low=0.0))
+        for field in _FAIR_PROFILE:
+            put(self, field, check_number(field, getattr(self, field), low=0.0, low_open=True))
 
 def as_seconds(value: float | timedelta) -> float:
     """A duration of the config as a float (the config normalizes them; this only narrows the type)."""
