@@ -381,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         goodput = _median([r.goodput for _, r in runs])
         throttled = 100 * _median([r.throttled for _, r in runs])
         jain = _median([r.jain for _, r in runs])
-        print(f"  {controller:<10} {met}/{len(cells)} cells  goodput {goodput:.3f}  thr% {throttled:.1f}  Jain {jain:.3f}")
+        print(f"  {controller:<10} {met}/{len(cells)} cells  goodput {goodput:.3f}  thr% {throttled:.1f}  "
+              f"Jain {jain:.3f}")
     return 0
 
 
