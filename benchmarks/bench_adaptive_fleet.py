@@ -139,10 +139,10 @@ def _rules(controller: str) -> frozenset[str] | None:
 
 
 def _fair_config(controller: str) -> AdaptiveLimiterConfig:
-    """The ``"fair"`` profile, with constants from a name like ``fair:fair_step=2,repeat_decrease=0.8``."""
+    """The ``"fair"`` profile, with constants from a name like ``fair:fair_step=2+repeat_decrease=0.8``."""
     options = {}
     if ":" in controller:
-        for pair in controller.split(":", 1)[1].split(","):
+        for pair in controller.split(":", 1)[1].split("+"):
             key, value = pair.split("=")
             options[key] = float(value)
     return AdaptiveLimiterConfig(profile="fair", **options)  # type: ignore[arg-type]

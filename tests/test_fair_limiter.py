@@ -97,6 +97,18 @@ def test_the_increase_is_the_same_step_for_every_client_at_one_rate_and_grows_as
     assert fair_increase(64.0, 0.0, step=1.0, reference=16.0) == 64.0
 
 
+def test_the_probe_doubles_the_step_every_fair_probe_successes_and_without_it_the_step_stays() -> None:
+    """After a deep cut, the probe climbs back far faster than the plain step (probe)."""
+    gains = []
+    for rules in (frozenset(FAIR_RULES), _without("probe")):
+        control = _served(rules, rate=10.0)
+        before = control.fill_rate
+        _serve(control, 1.0, 5.0, 10.0)
+        gains.append(control.fill_rate - before)
+    assert gains[0] > 4 * gains[1] > 0.0
+    assert fair_increase(16.0, 1.0, step=1.0, reference=16.0, probe=3.0) == pytest.approx(24.0)
+
+
 def test_two_clients_cut_by_the_same_events_converge_to_equal_shares() -> None:
     """Synchronized congestion events and the common additive step bring unequal rates together."""
     low = _served(rate=10.0)
@@ -170,3 +182,11 @@ async def test_the_limiter_paces_attempts_at_the_fill_rate_after_the_first_throt
         await limiter.acquire()
     took = anyio.current_time() - began
     assert 19 / rate <= took <= 21 / rate
+
+
+def test_the_redis_shared_limiter_refuses_the_per_client_profile_by_name() -> None:
+    """RedisAdaptiveRateLimiter runs only the profiles its scripts implement, and says so for "fair"."""
+    from asyncretry.redis import RedisAdaptiveRateLimiter
+
+    with pytest.raises(ValueError, match=r"config.profile must be one of 'asyncretry', 'aws' .* got 'fair'"):
+        RedisAdaptiveRateLimiter("redis://127.0.0.1:1", CONFIG)

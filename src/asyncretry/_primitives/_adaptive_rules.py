@@ -118,7 +118,7 @@ def grown_rate(
 # --- the ``"fair"`` profile's formulas (:class:`~asyncretry._primitives._fair.FairRateController`)
 
 
-def fair_increase(rate: float, elapsed: float, *, step: float, reference: float) -> float:
+def fair_increase(rate: float, elapsed: float, *, step: float, reference: float, probe: float = 0.0) -> float:
     """The rate after ``elapsed`` seconds of success: an additive step that grows as ``rate ** 1.5``.
 
     Every client at the same rate takes the same step, and a cut (proportional to the rate) outweighs a
@@ -131,8 +131,10 @@ def fair_increase(rate: float, elapsed: float, *, step: float, reference: float)
         elapsed: seconds since the last update.
         step: the step at ``reference``, requests per second per second (``fair_step``).
         reference: the rate at which the step is ``step`` (``fair_reference``).
+        probe: the doublings of the step so far (successes since the last cut over ``fair_probe``):
+            a client far below its share climbs back in a few dozen of its own requests.
     """
-    growth: float = step * (rate / reference) ** 1.5
+    growth: float = step * (rate / reference) ** 1.5 * 2.0 ** min(probe, MAX_DOUBLINGS)
     return rate + growth * max(elapsed, 0.0)
 
 

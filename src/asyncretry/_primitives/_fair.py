@@ -22,13 +22,16 @@ from ._meters import SlidingCounter
 
 __all__ = ["FAIR_RULES", "FAIR_THROTTLE_STEPS", "FairRateController"]
 
-FAIR_RULES = ("start_from_served", "one_decrease_per_event", "pace_without_backoff", "failures_hold")
+FAIR_RULES = ("start_from_served", "one_decrease_per_event", "probe", "pace_without_backoff", "failures_hold")
 """The rules a ``"fair"`` controller can run without, one at a time (``rules=``); all of them by default.
 
 * ``start_from_served``: the first throttle starts the rate at ``utilization`` of what was served so
   far (a share of what was sent if nothing was), not at the floor: the fast start from measured capacity.
 * ``one_decrease_per_event``: a throttle of a request sent before the last decrease (or, without a send
   time, within a round trip of it) is an echo of the event already handled; without it every throttle cuts.
+* ``probe``: the additive step doubles every ``probe_doubling_time`` since the last cut, or every
+  ``fair_probe`` of the client's own requests if that is longer: a client seldom throttled (one below its
+  share, or at the floor) catches up, and the probe of a slow client is as slow as its requests.
 * ``pace_without_backoff``: once the limiter paces the client, its throttles need no throttling backoff
   from the retry engine: a backoff would silence the client's own measurement while the bucket paces it.
 * ``failures_hold``: a failure that is not a throttle (a 503, a reset) neither grows nor cuts the rate;
@@ -165,11 +168,17 @@ class FairRateController:
         if not self.enabled:
             return
         config = self._config
+        probe = 0.0
+        if "probe" in self._rules:
+            # Doubling with the time since the cut: a client that is seldom throttled (one below its share)
+            # catches up; but no faster than every fair_probe of its own requests (a slow client probes slowly).
+            doubling = max(as_seconds(config.probe_doubling_time), config.fair_probe / self.fill_rate)
+            probe = (now - self._decreased_at) / doubling
         grown = fair_increase(
-            self.fill_rate, now - self._last, step=config.fair_step, reference=config.fair_reference
+            self.fill_rate, now - self._last, step=config.fair_step, reference=config.fair_reference, probe=probe
         )
         # Never far beyond what was really sent: an allowance the client never tested is not capacity.
-        ceiling = config.max_rate_growth * max(self.measured_rate, 1.0 / self._window)
+        ceiling = config.max_rate_growth * max(self._sending(now), 1.0 / self._window)
         self._set(min(grown, max(ceiling, self.fill_rate)))
 
     # --- the throttle's steps, in the order of FAIR_THROTTLE_STEPS: True when the step decided
@@ -180,10 +189,10 @@ class FairRateController:
             return False
         config = self._config
         covered = min(self._window, max(event.now - self._first, self._rtt))
-        served = start_rate(
-            self._good.rate(event.now, covered),
-            self._answers.rate(event.now, covered),
-            min_repeat_decrease=config.min_repeat_decrease,
+        answered = self._answers.rate(event.now, covered)
+        served = max(
+            start_rate(self._good.rate(event.now, covered), answered, min_repeat_decrease=config.min_repeat_decrease),
+            config.min_repeat_decrease * answered,
         )
         self.enabled = True
         self.last_max_rate = served
@@ -202,9 +211,15 @@ class FairRateController:
         self.last_max_rate = self.fill_rate
         self._decreased_at = event.now
         self._set(
-            fair_decrease(self.fill_rate, self.measured_rate, beta=config.repeat_decrease, floor=config.fair_floor)
+            fair_decrease(
+                self.fill_rate, self._sending(event.now), beta=config.repeat_decrease, floor=config.fair_floor
+            )
         )
         return True
+
+    def _sending(self, now: float) -> float:
+        """Answers per second lately: over the last window, or since the first answer if that is shorter."""
+        return self._answers.rate(now, min(self._window, max(now - self._first, self._rtt, self._window / 20)))
 
     def _set(self, rate: float) -> None:
         config = self._config

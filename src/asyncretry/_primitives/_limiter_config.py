@@ -28,7 +28,7 @@ _DURATIONS = (
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
 _FAIRNESS = ("fair_step", "fair_count")
-_FAIR_PROFILE = ("fair_reference", "fair_floor")
+_FAIR_PROFILE = ("fair_reference", "fair_floor", "fair_probe")
 MAX_BURST = 3600.0
 """The longest ``burst`` (seconds of the fill rate the bucket holds)."""
 
@@ -119,6 +119,8 @@ class AdaptiveLimiterConfig:
             Default 16.
         fair_floor: the lowest rate, requests per second (> 0), low enough that many slow clients
             need not be throttled; default 0.05.
+        fair_probe: the additive step doubles every this many successes since the last cut (> 0);
+            default 8.
 
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
@@ -151,6 +153,7 @@ class AdaptiveLimiterConfig:
     fair_count: float = 12.0
     fair_reference: float = 16.0
     fair_floor: float = 0.05
+    fair_probe: float = 8.0
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)

@@ -115,6 +115,10 @@ class _View:
     seen_at: float = math.nan  # local clock
 
 
+_SHARED_PROFILES = ("asyncretry", "aws")
+"""The profiles whose rules the Redis scripts apply to a fleet's reports."""
+
+
 class RedisAdaptiveRateLimiter(_Linked):
     """An adaptive (CUBIC) rate limiter whose fill rate and tokens are shared by every process of a fleet.
 
@@ -130,7 +134,8 @@ class RedisAdaptiveRateLimiter(_Linked):
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
         config: the profile and its constants (every process must use the same); defaults to
-            ``AdaptiveLimiterConfig()``, the ``"asyncretry"`` profile. Both profiles run on Redis.
+            ``AdaptiveLimiterConfig()``, the ``"asyncretry"`` profile. It and ``"aws"`` run on Redis;
+            ``"fair"``, a profile for a limiter per client, is refused with a ``ValueError``.
         name: names the shared limiter (the Redis key ``{prefix}limiter:{name}``) and its events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) limits with a local
             shadow limiter that has seen this process's responses all along; ``"fail_closed"`` raises
@@ -189,6 +194,11 @@ class RedisAdaptiveRateLimiter(_Linked):
     ) -> None:
         if config is None:
             config = _DEFAULT
+        if config.profile not in _SHARED_PROFILES:
+            raise ValueError(
+                f"config.profile must be one of {', '.join(map(repr, _SHARED_PROFILES))} for a limiter shared "
+                f"through Redis, got {config.profile!r}: that profile is for a limiter per client"
+            )
         self._config = config
         self._clock = clock if clock is not None else DEFAULT_CLOCK
         self.name = name
