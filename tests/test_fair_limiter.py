@@ -67,6 +67,19 @@ def test_start_from_served_starts_at_utilization_of_the_served_rate_and_without_
     )
 
 
+def test_the_rest_of_the_first_round_trip_raises_the_start_and_never_lowers_it() -> None:
+    """Answers to requests sent before the start (the first round trip's) revise the start upwards only."""
+    control = FairRateController(CONFIG, 0.0)
+    control.update(0.1, True, 0.0)  # the first answer of a round trip of 16: a throttle
+    first = control.fill_rate
+    for _ in range(15):  # the rest of it: served
+        control.update(0.1, False, 0.0)
+    raised = control.fill_rate
+    for _ in range(5):  # late echoes of it, throttled
+        control.update(0.1, True, 0.0)
+    assert first < raised == control.fill_rate
+
+
 def test_one_decrease_per_event_ignores_echoes_and_without_it_each_throttle_cuts() -> None:
     """Throttles of requests sent before the last decrease leave the rate alone only under the rule."""
     rates = []

@@ -83,6 +83,7 @@ class FairRateController:
         "_rtt",
         "_rules",
         "_start",
+        "_starting",
         "_steps",
         "_window",
         "enabled",
@@ -110,6 +111,7 @@ class FairRateController:
         self._start = self._now = self._last = start
         self._first = math.nan
         self._decreased_at = -math.inf
+        self._starting = False
         self.enabled = False
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
@@ -153,6 +155,13 @@ class FairRateController:
         if sent_at is not None and now >= sent_at:
             self._rtt += _RTT_WEIGHT * (now - sent_at - self._rtt)
         sent = sent_at if sent_at is not None else now - self._rtt
+        if self._starting and sent <= self._decreased_at and "start_from_served" in self._rules:
+            # The rest of the first round trip's answers: a better start, never a lower one.
+            if not (throttled or failed):
+                self._good.add(now)
+            self._set(max(self.fill_rate, self._start_estimate(now)))
+            self._last = now
+            return
         if throttled:
             event = _Throttle(now, sent)
             for step in self._steps:
@@ -187,18 +196,19 @@ class FairRateController:
         """The first throttle starts the rate at ``utilization`` of the served rate so far."""
         if self.enabled:
             return False
-        config = self._config
-        covered = min(self._window, max(event.now - self._first, self._rtt))
-        answered = self._answers.rate(event.now, covered)
-        served = max(
-            start_rate(self._good.rate(event.now, covered), answered, min_repeat_decrease=config.min_repeat_decrease),
-            config.min_repeat_decrease * answered,
-        )
-        self.enabled = True
-        self.last_max_rate = served
+        self.enabled = self._starting = True
         self._decreased_at = event.now
-        self._set(config.utilization * served)
+        self._set(self._start_estimate(event.now))
+        self.last_max_rate = self.fill_rate
         return True
+
+    def _start_estimate(self, now: float) -> float:
+        """``utilization`` of what was served since the first answer (or of a share of what was sent)."""
+        config = self._config
+        covered = min(self._window, max(now - self._first, self._rtt))
+        answered = self._answers.rate(now, covered)
+        served = start_rate(self._good.rate(now, covered), answered, min_repeat_decrease=config.min_repeat_decrease)
+        return config.utilization * max(served, config.min_repeat_decrease * answered)
 
     def _step_one_decrease_per_event(self, event: _Throttle) -> bool:
         """A throttle of a request sent before the last decrease is an echo of the event handled then."""
@@ -208,6 +218,7 @@ class FairRateController:
         """A congestion event: cut to ``repeat_decrease`` of the rate (or of what was sent, if less)."""
         config = self._config
         self.enabled = True
+        self._starting = False
         self.last_max_rate = self.fill_rate
         self._decreased_at = event.now
         self._set(

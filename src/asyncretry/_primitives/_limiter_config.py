@@ -120,7 +120,7 @@ class AdaptiveLimiterConfig:
         fair_floor: the lowest rate, requests per second (> 0), low enough that many slow clients
             need not be throttled; default 0.05.
         fair_probe: the additive step doubles every this many successes since the last cut (> 0);
-            default 8.
+            default 4.
 
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
@@ -153,7 +153,7 @@ class AdaptiveLimiterConfig:
     fair_count: float = 12.0
     fair_reference: float = 16.0
     fair_floor: float = 0.05
-    fair_probe: float = 8.0
+    fair_probe: float = 4.0
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
