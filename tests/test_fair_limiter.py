@@ -57,13 +57,15 @@ def test_the_fair_constants_are_validated_by_name() -> None:
         AdaptiveLimiterConfig(profile="fair", fair_reference=0.0)
     with pytest.raises(ValueError, match="fair_floor"):
         AdaptiveLimiterConfig(profile="fair", fair_floor=0.0)
+    with pytest.raises(ValueError, match="fair_decrease"):
+        AdaptiveLimiterConfig(profile="fair", fair_decrease=1.0)
 
 
 def test_start_from_served_starts_at_utilization_of_the_served_rate_and_without_it_at_the_floor() -> None:
     """With the rule the first throttle starts at utilization x the served rate; without, it cuts the floor."""
     assert _served().fill_rate == pytest.approx(CONFIG.utilization * 100, rel=0.05)
     assert _served(_without("start_from_served")).fill_rate == pytest.approx(
-        CONFIG.repeat_decrease * CONFIG.min_fill_rate
+        CONFIG.fair_decrease * CONFIG.min_fill_rate
     )
 
 

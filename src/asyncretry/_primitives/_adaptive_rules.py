@@ -145,7 +145,7 @@ def fair_decrease(rate: float, sending: float, *, beta: float, floor: float) -> 
         rate: the rate before the event, requests per second.
         sending: the answers per second of the last measurement window (a client that sends less than
             its rate allows is cut from what it sends, or the cut would not slow it).
-        beta: the factor kept (``repeat_decrease``).
+        beta: the factor kept (``fair_decrease``).
         floor: the lowest rate (``fair_floor``).
     """
     base = min(rate, sending) if sending > 0.0 else rate

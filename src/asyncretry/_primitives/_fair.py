@@ -63,8 +63,8 @@ class FairRateController:
     """The ``"fair"`` profile: cut once per congestion event, grow by a step every client takes alike.
 
     Args:
-        config: the constants (``fair_step``, ``fair_reference``, ``fair_floor``, ``repeat_decrease``,
-            ``utilization``, ``measurement_window`` and the shared ones).
+        config: the constants (the ``fair_*`` ones, ``min_repeat_decrease``, ``utilization``,
+            ``probe_doubling_time``, ``measurement_window``, ``burst`` and the shared ones).
         start: the limiter's start time, seconds.
         rules: the names of :data:`FAIR_RULES` to apply (default: all); a name left out switches it off.
 
@@ -215,7 +215,7 @@ class FairRateController:
         return event.sent <= self._decreased_at
 
     def _step_decrease(self, event: _Throttle) -> bool:
-        """A congestion event: cut to ``repeat_decrease`` of the rate (or of what was sent, if less)."""
+        """A congestion event: cut to ``fair_decrease`` of the rate (or of what was sent, if less)."""
         config = self._config
         self.enabled = True
         self._starting = False
@@ -223,7 +223,7 @@ class FairRateController:
         self._decreased_at = event.now
         self._set(
             fair_decrease(
-                self.fill_rate, self._sending(event.now), beta=config.repeat_decrease, floor=config.fair_floor
+                self.fill_rate, self._sending(event.now), beta=config.fair_decrease, floor=config.fair_floor
             )
         )
         return True

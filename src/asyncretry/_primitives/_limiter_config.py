@@ -112,13 +112,15 @@ class AdaptiveLimiterConfig:
             for the whole fleet, does not use them.
 
     ``"fair"`` profile (a binomial AIMD, :class:`~asyncretry._primitives._fair.FairRateController`; it
-    also reads ``fair_step``, ``repeat_decrease``, ``min_repeat_decrease``, ``utilization``,
+    also reads ``fair_step``, ``min_repeat_decrease``, ``utilization``, ``probe_doubling_time``,
     ``measurement_window`` and ``burst``, and not ``min_fill_rate``):
         fair_reference: the rate, requests per second (> 0), at which the additive step is ``fair_step``
             requests per second per second; the step grows as ``(rate / fair_reference) ** 1.5``.
             Default 16.
         fair_floor: the lowest rate, requests per second (> 0), low enough that many slow clients
             need not be throttled; default 0.05.
+        fair_decrease: the fraction of the rate (or of the recent send rate, if lower) a congestion event
+            keeps, in ``(0, 1)``; default 0.8.
         fair_probe: the additive step doubles every this many successes since the last cut (> 0);
             default 4.
 
@@ -154,6 +156,7 @@ class AdaptiveLimiterConfig:
     fair_reference: float = 16.0
     fair_floor: float = 0.05
     fair_probe: float = 4.0
+    fair_decrease: float = 0.8
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -167,7 +170,7 @@ class AdaptiveLimiterConfig:
         put(self, "min_capacity", check_number("min_capacity", self.min_capacity, low=1.0))
         if self.max_wait is not None:
             put(self, "max_wait", check_seconds("max_wait", self.max_wait, allow_inf=True))
-        for field in ("utilization", "repeat_decrease"):
+        for field in ("utilization", "repeat_decrease", "fair_decrease"):
             value = getattr(self, field)
             put(self, field, check_number(field, value, low=0.0, high=1.0, low_open=True, high_open=True))
         put(self, "min_repeat_decrease", check_number(
