@@ -8,8 +8,11 @@ of cases. :class:`~asyncretry._primitives._fair.FairRateController` applies the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "MAX_DOUBLINGS",
+    "chosen_steps",
     "fair_decrease",
     "fair_increase",
     "grown_rate",
@@ -20,6 +23,26 @@ __all__ = [
 
 MAX_DOUBLINGS = 64.0
 """Clamp for the probe's exponent: 2**64 times any estimate is beyond every cap."""
+
+
+def chosen_steps(
+    rules: Iterable[str], known: tuple[str, ...], order: tuple[str, ...]
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The rules a controller applies and the names of its steps, in ``order``, that run.
+
+    Args:
+        rules: the rules asked for (``rules=`` of a controller).
+        known: the rules that can be switched off.
+        order: every step, in the written order; a step that is not a rule always runs.
+
+    Raises:
+        ValueError: ``rules`` names a rule not in ``known``; the message lists the valid names.
+    """
+    chosen = frozenset(rules)
+    unknown = sorted(chosen - set(known))
+    if unknown:
+        raise ValueError(f"rules must be names among {', '.join(known)}; got {', '.join(map(repr, unknown))}")
+    return chosen, tuple(name for name in order if name in chosen or name not in known)
 
 
 def start_rate(served: float, answered: float, *, min_repeat_decrease: float) -> float:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ._adaptive_rules import fair_decrease, fair_increase, start_rate
+from ._adaptive_rules import chosen_steps, fair_decrease, fair_increase, start_rate
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import SlidingCounter
 
@@ -93,16 +93,8 @@ class FairRateController:
     )
 
     def __init__(self, config: AdaptiveLimiterConfig, start: float, *, rules: Iterable[str] = FAIR_RULES) -> None:
-        chosen = frozenset(rules)
-        unknown = sorted(chosen - set(FAIR_RULES))
-        if unknown:
-            raise ValueError(
-                f"rules must be names among {', '.join(FAIR_RULES)}; got {', '.join(map(repr, unknown))}"
-            )
-        self._rules = chosen
-        self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(
-            getattr(self, f"_step_{name}") for name in FAIR_THROTTLE_STEPS if name in chosen or name not in FAIR_RULES
-        )
+        self._rules, steps = chosen_steps(rules, FAIR_RULES, FAIR_THROTTLE_STEPS)
+        self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(getattr(self, f"_step_{n}") for n in steps)
         self._config = config
         window = self._window = as_seconds(config.measurement_window)
         self._good = SlidingCounter(window / 20, window, start)
