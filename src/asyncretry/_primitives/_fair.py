@@ -5,7 +5,7 @@ the send times of its throttles), never from counts that hold at one fleet size:
 once per congestion event, and an additive step that every client at the same rate takes alike and that
 grows as ``rate ** 1.5`` (:func:`~asyncretry._primitives._adaptive_rules.fair_increase`), so that the
 shares of a fleet of independent clients converge while slow clients are seldom throttled. A throttle
-goes through :data:`THROTTLE_STEPS` in order until one decides; a controller built with ``rules=``
+goes through :data:`FAIR_THROTTLE_STEPS` in order until one decides; a controller built with ``rules=``
 lacking a name runs without that rule. The reasons behind each rule are in ``docs/adaptive-limiter.md``.
 Pure and synchronous: the controller is told the time, it never reads a clock.
 """
