@@ -194,16 +194,16 @@ class RedisAdaptiveRateLimiter(_Linked):
     ) -> None:
         if config is None:
             config = _DEFAULT
-        if config.profile not in _SHARED_PROFILES:
-            raise ValueError(
-                f"config.profile must be one of {', '.join(map(repr, _SHARED_PROFILES))} for a limiter shared "
-                f"through Redis, got {config.profile!r}: that profile is for a limiter per client"
-            )
         self._config = config
         self._clock = clock if clock is not None else DEFAULT_CLOCK
         self.name = name
         # The fail-open fallback: a local limiter that sees every response, whose events nobody hears.
         self._fallback = AdaptiveRateLimiter(config, clock=clock, name=name, events=_Muted())
+        if self._fallback.config.profile not in _SHARED_PROFILES:
+            raise ValueError(
+                f"config.profile must be one of {', '.join(map(repr, _SHARED_PROFILES))} for a limiter shared "
+                f"through Redis, got {self._fallback.config.profile!r}: that profile is for a limiter per client"
+            )
         self._updates = self._throttles = self._acquires = self._waits = self._timeouts = 0
         self._wait_time = 0.0
         self._bus = events if events is not None else GLOBAL_EVENTS
