@@ -11,9 +11,9 @@ throttling error) beyond. N clients, each with its own retrier and limiter (as s
 call it through the real retry engine; every request takes one round trip (RTT). Demand is either equal
 and saturating (closed-loop workers, enough of them per client to send twice its fair share) or
 heterogeneous (a quarter of the clients want 4x the fair share, the rest 0.5x, as Poisson arrivals). A
-"step" run halves R for its middle third. Each cell runs four controllers in the same run: the default
-profile, the SDK-exact ``"aws"`` profile, no limiter (standard mode) and a plain AIMD limiter (+1/s per
-second, x0.7 per congestion event). Cells fan out over processes (``--jobs``); time is virtual.
+"step" run halves R for its middle third. Each cell runs five controllers in the same run: the default
+profile, the ``"fair"`` profile, the SDK-exact ``"aws"`` profile, no limiter (standard mode) and a plain
+AIMD limiter (+1/s per second, x0.7 per congestion event). Cells fan out over processes (``--jobs``); time is virtual.
 
 Per cell, medians over the seeds (worst seed in brackets):
 
