@@ -11,9 +11,9 @@ throttling error) beyond. N clients, each with its own retrier and limiter (as s
 call it through the real retry engine; every request takes one round trip (RTT). Demand is either equal
 and saturating (closed-loop workers, enough of them per client to send twice its fair share) or
 heterogeneous (a quarter of the clients want 4x the fair share, the rest 0.5x, as Poisson arrivals). A
-"step" run halves R for its middle third. Each cell runs four controllers in the same run: the default
-profile, the SDK-exact ``"aws"`` profile, no limiter (standard mode) and a plain AIMD limiter (+1/s per
-second, x0.7 per congestion event). Cells fan out over processes (``--jobs``); time is virtual.
+"step" run halves R for its middle third. Each cell runs five controllers in the same run: the default
+profile, the ``"fair"`` profile, the SDK-exact ``"aws"`` profile, no limiter (standard mode) and a plain
+AIMD limiter (+1/s per second, x0.7 per congestion event). Cells fan out over processes (``--jobs``); time is virtual.
 
 Per cell, medians over the seeds (worst seed in brackets):
 
@@ -46,7 +46,7 @@ from asyncretry._primitives._adaptive import RULES, AsyncretryRateController
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.testing import virtual_time_loop
 
-CONTROLLERS = ("asyncretry", "aws", "none", "aimd")
+CONTROLLERS = ("asyncretry", "fair", "aws", "none", "aimd")
 BURST = 0.05  # the server's bucket: 50 ms of its rate
 QUICK = {"rates": (200, 800), "clients": (10, 50), "rtts": (0.001, 0.1), "demands": ("equal",),
          "shapes": ("steady",), "seeds": 2, "duration": 20.0}
@@ -138,11 +138,23 @@ def _rules(controller: str) -> frozenset[str] | None:
     return frozenset(RULES) - left_out
 
 
+def _fair_config(controller: str) -> AdaptiveLimiterConfig:
+    """The ``"fair"`` profile, with constants from a name like ``fair:fair_step=2+repeat_decrease=0.8``."""
+    options = {}
+    if ":" in controller:
+        for pair in controller.split(":", 1)[1].split("+"):
+            key, value = pair.split("=")
+            options[key] = float(value)
+    return AdaptiveLimiterConfig(profile="fair", **options)  # type: ignore[arg-type]
+
+
 def _policy(controller: str) -> RetryPolicy:
     if controller == "aws":
         return RetryPolicy.aws_adaptive()
     if controller == "none":
         return RetryPolicy()
+    if controller.startswith("fair"):
+        return RetryPolicy(mode="adaptive", limiter=_fair_config(controller))
     return RetryPolicy(mode="adaptive")
 
 
@@ -285,6 +297,25 @@ def _median(values: list[float]) -> float:
     return statistics.median(finite) if finite else math.nan
 
 
+def _misses(run: Run, cell: Cell) -> list[str]:
+    """The targets one run misses: goodput >= 0.97, <= 15% throttled, Jain >= 0.9, no client starved;
+    heterogeneous demand: every small client >= 0.95 of its demand; capacity steps: recovered in 5 s."""
+    misses = []
+    if cell.demand == "equal" and run.goodput < 0.97:
+        misses.append("goodput")
+    if run.throttled > 0.15:
+        misses.append("thr%")
+    if run.jain < 0.9:
+        misses.append("Jain")
+    if run.starved:
+        misses.append("starved")
+    if cell.demand != "equal" and run.small < 0.95:
+        misses.append("small")
+    if cell.shape != "steady" and run.recover > 5.0:
+        misses.append("recover")
+    return misses
+
+
 def _row(controller: str, runs: list[Run], cell: Cell) -> str:
     goodput = [r.goodput for r in runs]
     throttled = [r.throttled for r in runs]
@@ -296,7 +327,8 @@ def _row(controller: str, runs: list[Run], cell: Cell) -> str:
         text += f"  small {min(r.small for r in runs):.2f}"
     if cell.shape != "steady":
         text += f"  recover {max(r.recover for r in runs):.1f} s"
-    return text
+    missed = sorted({m for r in runs for m in _misses(r, cell)})
+    return text + ("  met" if not missed else f"  misses {'+'.join(missed)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,6 +374,15 @@ def main(argv: list[str] | None = None) -> int:
         for controller in controllers:
             runs = [run for c, k, _, run in done if c == cell and k == controller]
             print(_row(controller, runs, cell))
+    print("cells where every seed meets every target; medians over all runs of goodput, thr%, Jain:")
+    for controller in controllers:
+        runs = [(c, run) for c, k, _, run in done if k == controller]
+        met = sum(1 for cell in cells if not any(_misses(r, cell) for c, r in runs if c == cell))
+        goodput = _median([r.goodput for _, r in runs])
+        throttled = 100 * _median([r.throttled for _, r in runs])
+        jain = _median([r.jain for _, r in runs])
+        print(f"  {controller:<10} {met}/{len(cells)} cells  goodput {goodput:.3f}  thr% {throttled:.1f}  "
+              f"Jain {jain:.3f}")
     return 0
 
 

@@ -15,7 +15,14 @@ import httpx
 import pytest
 from rich.console import Console
 
-from asyncretry import GLOBAL_EVENTS, BreakerStateChanged, DeliveryPolicy, ExponentialBackoff, RetryPolicy
+from asyncretry import (
+    GLOBAL_EVENTS,
+    AdaptiveLimiterConfig,
+    BreakerStateChanged,
+    DeliveryPolicy,
+    ExponentialBackoff,
+    RetryPolicy,
+)
 from asyncretry._cli import build_parser, main
 from asyncretry._cli._args import capacity_schedule
 from asyncretry._cli._policies import GROUPS, option_names, resolve
@@ -532,6 +539,13 @@ def test_the_demo_shows_both_adaptive_presets_by_name() -> None:
     assert [config.name for config in rows] == ["standard", "adaptive", "aws adaptive"]
     assert rows[1].policy.limiter_config == RetryPolicy.adaptive().limiter_config
     assert rows[2].policy.limiter_config == RetryPolicy.aws_adaptive().limiter_config
+
+
+def test_the_demo_names_a_profile_other_than_the_presets_after_it() -> None:
+    """--profile fair gives a row named "fair adaptive", not a second row named "adaptive"."""
+    rows = configurations(["adaptive"], profiles=("asyncretry", "fair"))
+    assert [config.name for config in rows] == ["adaptive", "fair adaptive"]
+    assert rows[1].policy.limiter_config == AdaptiveLimiterConfig(profile="fair")
 
 
 async def _demo_run(name: str, *, seed: int) -> RunResult:

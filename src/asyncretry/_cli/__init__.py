@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="requests per second each client wants")
     demo.add_argument("--configs", type=choice_list(_CONFIGURATIONS), default=_DEFAULT_CONFIGURATIONS,
                       help="which configurations to run, comma-separated, from: " + ", ".join(_CONFIGURATIONS))
-    demo.add_argument("--profile", type=choice_list(_limiter_profiles()), default=_limiter_profiles(),
+    # The demo shows the two presets (RetryPolicy.adaptive() and aws_adaptive()); other profiles on request.
+    demo.add_argument("--profile", type=choice_list(_limiter_profiles()), default=("asyncretry", "aws"),
                       help="the adaptive limiter's profile(s), comma-separated, from: "
                       + ", ".join(_limiter_profiles()))
     demo.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of the jitter and the failures")

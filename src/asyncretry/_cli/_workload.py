@@ -80,8 +80,10 @@ def _adaptive(profile: str, breaker: CircuitBreakerConfig | None) -> Configurati
             "aws adaptive", RetryPolicy.aws_adaptive(breaker=breaker),
             "RetryPolicy.aws_adaptive(): the AWS SDKs' adaptive mode, their own CUBIC limiter exactly" + and_breaker,
         )
+    # The default profile is plain "adaptive"; another one is named after its profile, so that rows differ.
+    name = "adaptive" if profile == AdaptiveLimiterConfig().profile else f"{profile} adaptive"
     return Configuration(
-        "adaptive", RetryPolicy.adaptive(breaker=breaker, limiter=AdaptiveLimiterConfig(profile=profile)),
+        name, RetryPolicy.adaptive(breaker=breaker, limiter=AdaptiveLimiterConfig(profile=profile)),
         f"RetryPolicy.adaptive(): standard plus asyncretry's client-side rate limiter (profile {profile!r})"
         + and_breaker,
     )

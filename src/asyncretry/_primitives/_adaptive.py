@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ._adaptive_rules import grown_rate, hold_after, repeat_cut, start_rate
+from ._adaptive_rules import chosen_steps, grown_rate, hold_after, repeat_cut, start_rate
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import SlidingCounter
 
@@ -164,17 +164,11 @@ class AsyncretryRateController:
     )
 
     def __init__(self, config: AdaptiveLimiterConfig, start: float, *, rules: Iterable[str] = RULES) -> None:
-        chosen = frozenset(rules)
-        unknown = sorted(chosen - set(RULES))
-        if unknown:
-            raise ValueError(f"rules must be names among {', '.join(RULES)}; got {', '.join(map(repr, unknown))}")
-        self._rules = chosen
-        self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(
-            getattr(self, f"_step_{name}") for name in THROTTLE_STEPS if name in chosen or name not in RULES
-        )
+        self._rules, steps = chosen_steps(rules, RULES, THROTTLE_STEPS)
+        self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(getattr(self, f"_step_{n}") for n in steps)
         self._config = config
         # An estimate resting on fewer successes than this grows by fair_step (few_successes).
-        self._few = _FAIR_PROBE * config.fair_count if "few_successes" in chosen else 0.0
+        self._few = _FAIR_PROBE * config.fair_count if "few_successes" in self._rules else 0.0
         # The durations as plain floats, read on every update.
         window = self._window = as_seconds(config.measurement_window)
         self._reaction = as_seconds(config.reaction_time)

@@ -1,16 +1,48 @@
-"""The ``"asyncretry"`` profile's formulas, as pure functions of their inputs.
+"""The adaptive profiles' formulas, as pure functions of their inputs.
 
-:class:`~asyncretry._primitives._adaptive.AsyncretryRateController` applies them to one client's
-responses; the Redis script of the shared limiter (``asyncretry.redis``) has a Lua function of the same
-name for each, applied to a fleet's, and a parity test feeds both the same table of cases.
+:class:`~asyncretry._primitives._adaptive.AsyncretryRateController` applies the ``"asyncretry"``
+profile's to one client's responses; the Redis script of the shared limiter (``asyncretry.redis``) has a
+Lua function of the same name for each, applied to a fleet's, and a parity test feeds both the same table
+of cases. :class:`~asyncretry._primitives._fair.FairRateController` applies the ``"fair"`` profile's.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_DOUBLINGS", "grown_rate", "hold_after", "repeat_cut", "start_rate"]
+from collections.abc import Iterable
+
+__all__ = [
+    "MAX_DOUBLINGS",
+    "chosen_steps",
+    "fair_decrease",
+    "fair_increase",
+    "grown_rate",
+    "hold_after",
+    "repeat_cut",
+    "start_rate",
+]
 
 MAX_DOUBLINGS = 64.0
 """Clamp for the probe's exponent: 2**64 times any estimate is beyond every cap."""
+
+
+def chosen_steps(
+    rules: Iterable[str], known: tuple[str, ...], order: tuple[str, ...]
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The rules a controller applies and the names of its steps, in ``order``, that run.
+
+    Args:
+        rules: the rules asked for (``rules=`` of a controller).
+        known: the rules that can be switched off.
+        order: every step, in the written order; a step that is not a rule always runs.
+
+    Raises:
+        ValueError: ``rules`` names a rule not in ``known``; the message lists the valid names.
+    """
+    chosen = frozenset(rules)
+    unknown = sorted(chosen - set(known))
+    if unknown:
+        raise ValueError(f"rules must be names among {', '.join(known)}; got {', '.join(map(repr, unknown))}")
+    return chosen, tuple(name for name in order if name in chosen or name not in known)
 
 
 def start_rate(served: float, answered: float, *, min_repeat_decrease: float) -> float:
@@ -104,3 +136,40 @@ def grown_rate(
     doublings = min((elapsed - hold) / doubling, MAX_DOUBLINGS)
     probe: float = capacity * 2.0**doublings + step
     return min(probe, max_rate_growth * max(sending, capacity))
+
+
+# --- the ``"fair"`` profile's formulas (:class:`~asyncretry._primitives._fair.FairRateController`)
+
+
+def fair_increase(rate: float, elapsed: float, *, step: float, reference: float, probe: float = 0.0) -> float:
+    """The rate after ``elapsed`` seconds of success: an additive step that grows as ``rate ** 1.5``.
+
+    Every client at the same rate takes the same step, and a cut (proportional to the rate) outweighs a
+    step that grows more slowly than the rate squared, so that the shares of a fleet converge; a step
+    proportional to ``rate ** 1.5`` keeps the share of throttled requests low at small rates (where
+    AIMD's constant step would throttle most requests) and recovers quickly at large ones.
+
+    Args:
+        rate: the rate now, requests per second (> 0).
+        elapsed: seconds since the last update.
+        step: the step at ``reference``, requests per second per second (``fair_step``).
+        reference: the rate at which the step is ``step`` (``fair_reference``).
+        probe: the doublings of the step so far (successes since the last cut over ``fair_probe``):
+            a client far below its share climbs back in a few dozen of its own requests.
+    """
+    growth: float = step * (rate / reference) ** 1.5 * 2.0 ** min(probe, MAX_DOUBLINGS)
+    return rate + growth * max(elapsed, 0.0)
+
+
+def fair_decrease(rate: float, sending: float, *, beta: float, floor: float) -> float:
+    """The rate after a congestion event: ``beta`` times what the client really sent, if less than its rate.
+
+    Args:
+        rate: the rate before the event, requests per second.
+        sending: the answers per second of the last measurement window (a client that sends less than
+            its rate allows is cut from what it sends, or the cut would not slow it).
+        beta: the factor kept (``fair_decrease``).
+        floor: the lowest rate (``fair_floor``).
+    """
+    base = min(rate, sending) if sending > 0.0 else rate
+    return max(beta * base, floor)

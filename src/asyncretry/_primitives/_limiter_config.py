@@ -13,7 +13,7 @@ from .._validate import check_choice, check_number, check_seconds
 
 __all__ = ["MAX_BURST", "PROFILES", "AdaptiveLimiterConfig", "as_seconds"]
 
-PROFILES = ("asyncretry", "aws")
+PROFILES = ("asyncretry", "aws", "fair")
 """The accepted values of :attr:`AdaptiveLimiterConfig.profile`."""
 
 _FRACTIONS = ("utilization", "repeat_decrease", "min_repeat_decrease", "outage_probe")
@@ -28,6 +28,7 @@ _DURATIONS = (
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
 _FAIRNESS = ("fair_step", "fair_count")
+_FAIR_PROFILE = ("fair_reference", "fair_floor", "fair_probe")
 MAX_BURST = 3600.0
 """The longest ``burst`` (seconds of the fill rate the bucket holds)."""
 
@@ -110,6 +111,19 @@ class AdaptiveLimiterConfig:
             Both concern a fleet with a limiter per client: ``RedisAdaptiveRateLimiter``, one limiter
             for the whole fleet, does not use them.
 
+    ``"fair"`` profile (a binomial AIMD, :class:`~asyncretry._primitives._fair.FairRateController`; it
+    also reads ``fair_step``, ``min_repeat_decrease``, ``utilization``, ``probe_doubling_time``,
+    ``measurement_window`` and ``burst``, and not ``min_fill_rate``):
+        fair_reference: the rate, requests per second (> 0), at which the additive step is ``fair_step``
+            requests per second per second; the step grows as ``(rate / fair_reference) ** 1.5``.
+            Default 16.
+        fair_floor: the lowest rate, requests per second (> 0), low enough that many slow clients
+            need not be throttled; default 0.05.
+        fair_decrease: the fraction of the rate (or of the recent send rate, if lower) a congestion event
+            keeps, in ``(0, 1)``; default 0.8.
+        fair_probe: the additive step doubles every this many successes since the last cut (> 0);
+            default 4.
+
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
     """
@@ -139,6 +153,10 @@ class AdaptiveLimiterConfig:
     settle_time: float | timedelta = 10.0
     fair_step: float = 1.0
     fair_count: float = 12.0
+    fair_reference: float = 16.0
+    fair_floor: float = 0.05
+    fair_probe: float = 4.0
+    fair_decrease: float = 0.8
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -152,7 +170,7 @@ class AdaptiveLimiterConfig:
         put(self, "min_capacity", check_number("min_capacity", self.min_capacity, low=1.0))
         if self.max_wait is not None:
             put(self, "max_wait", check_seconds("max_wait", self.max_wait, allow_inf=True))
-        for field in ("utilization", "repeat_decrease"):
+        for field in ("utilization", "repeat_decrease", "fair_decrease"):
             value = getattr(self, field)
             put(self, field, check_number(field, value, low=0.0, high=1.0, low_open=True, high_open=True))
         put(self, "min_repeat_decrease", check_number(
@@ -172,6 +190,8 @@ class AdaptiveLimiterConfig:
             )
         for field in _MARGINS + _FAIRNESS:
             put(self, field, check_number(field, getattr(self, field), low=0.0))
+        for field in _FAIR_PROFILE:
+            put(self, field, check_number(field, getattr(self, field), low=0.0, low_open=True))
 
 def as_seconds(value: float | timedelta) -> float:
     """A duration of the config as a float (the config normalizes them; this only narrows the type)."""

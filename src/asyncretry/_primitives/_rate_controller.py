@@ -7,6 +7,7 @@ from typing import Protocol
 
 from ._adaptive import AsyncretryRateController
 from ._cubic import AwsRateController
+from ._fair import FairRateController
 from ._limiter_config import AdaptiveLimiterConfig
 
 __all__ = ["RateController", "new_rate_controller"]
@@ -41,6 +42,7 @@ class RateController(Protocol):
 _CONTROLLERS: dict[str, Callable[[AdaptiveLimiterConfig, float], RateController]] = {
     "asyncretry": AsyncretryRateController,
     "aws": AwsRateController,
+    "fair": FairRateController,
 }
 
 

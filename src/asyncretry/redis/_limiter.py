@@ -115,6 +115,10 @@ class _View:
     seen_at: float = math.nan  # local clock
 
 
+_SHARED_PROFILES = ("asyncretry", "aws")
+"""The profiles whose rules the Redis scripts apply to a fleet's reports."""
+
+
 class RedisAdaptiveRateLimiter(_Linked):
     """An adaptive (CUBIC) rate limiter whose fill rate and tokens are shared by every process of a fleet.
 
@@ -130,7 +134,8 @@ class RedisAdaptiveRateLimiter(_Linked):
     Args:
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
         config: the profile and its constants (every process must use the same); defaults to
-            ``AdaptiveLimiterConfig()``, the ``"asyncretry"`` profile. Both profiles run on Redis.
+            ``AdaptiveLimiterConfig()``, the ``"asyncretry"`` profile. It and ``"aws"`` run on Redis;
+            ``"fair"``, a profile for a limiter per client, is refused with a ``ValueError``.
         name: names the shared limiter (the Redis key ``{prefix}limiter:{name}``) and its events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) limits with a local
             shadow limiter that has seen this process's responses all along; ``"fail_closed"`` raises
@@ -194,6 +199,11 @@ class RedisAdaptiveRateLimiter(_Linked):
         self.name = name
         # The fail-open fallback: a local limiter that sees every response, whose events nobody hears.
         self._fallback = AdaptiveRateLimiter(config, clock=clock, name=name, events=_Muted())
+        if self._fallback.config.profile not in _SHARED_PROFILES:
+            raise ValueError(
+                f"config.profile must be one of {', '.join(map(repr, _SHARED_PROFILES))} for a limiter shared "
+                f"through Redis, got {self._fallback.config.profile!r}: that profile is for a limiter per client"
+            )
         self._updates = self._throttles = self._acquires = self._waits = self._timeouts = 0
         self._wait_time = 0.0
         self._bus = events if events is not None else GLOBAL_EVENTS
