@@ -145,7 +145,7 @@ def _fair_config(controller: str) -> AdaptiveLimiterConfig:
         for pair in controller.split(":", 1)[1].split("+"):
             key, value = pair.split("=")
             options[key] = float(value)
-    return AdaptiveLimiterConfig(profile="fair", **options)  # type: ignore[arg-type]
+    return AdaptiveLimiterConfig(profile="fair", **options)
 
 
 def _policy(controller: str) -> RetryPolicy:
@@ -376,11 +376,11 @@ def main(argv: list[str] | None = None) -> int:
             print(_row(controller, runs, cell))
     print("cells where every seed meets every target; medians over all runs of goodput, thr%, Jain:")
     for controller in controllers:
-        runs = [(c, run) for c, k, _, run in done if k == controller]
-        met = sum(1 for cell in cells if not any(_misses(r, cell) for c, r in runs if c == cell))
-        goodput = _median([r.goodput for _, r in runs])
-        throttled = 100 * _median([r.throttled for _, r in runs])
-        jain = _median([r.jain for _, r in runs])
+        pairs = [(c, run) for c, k, _, run in done if k == controller]
+        met = sum(1 for cell in cells if not any(_misses(r, cell) for c, r in pairs if c == cell))
+        goodput = _median([r.goodput for _, r in pairs])
+        throttled = 100 * _median([r.throttled for _, r in pairs])
+        jain = _median([r.jain for _, r in pairs])
         print(f"  {controller:<10} {met}/{len(cells)} cells  goodput {goodput:.3f}  thr% {throttled:.1f}  "
               f"Jain {jain:.3f}")
     return 0
