@@ -6,7 +6,9 @@ Two kinds of job, run in the order of ``JOBS`` (a later job reads what an earlie
   by `unasync <https://github.com/python-trio/unasync>`_ (``async def`` -> ``def``, ``await`` dropped,
   ``__aenter__`` -> ``__enter__``, plus the job's own name replacements).
 - ``Rename``: a copy of a package with some names replaced token by token (tokenize-rt), such as the httpx
-  integration served to httpx2, a package with the same API under another name.
+  integration served to httpx2, a package with the same API under another name. The same names are replaced
+  as whole words in strings and comments too (docstrings, messages), so that the copy speaks of its own
+  package; ``exclude`` leaves modules out of the copy.
 
 Every generated file starts with a comment naming its source. ``tests/test_generated.py`` runs
 ``python tools/generate.py --check``, which fails when a generated file is not what its source gives.
@@ -17,6 +19,7 @@ Usage: python tools/generate.py [--check]
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -28,7 +31,8 @@ import unasync
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "asyncretry"
-HEADER = "# Generated from {source} by tools/generate.py: edit that file, then run `python tools/generate.py`.\n"
+HEADER = "# Generated from {source} by tools/generate.py:\n# edit that file, then run `python tools/generate.py`.\n"
+_HEADER_LINES = HEADER.count("\n")
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,13 @@ class Rename:
     source: str
     target: str
     replacements: Mapping[str, str] = field(default_factory=dict)
+    exclude: frozenset[str] = frozenset()  # paths relative to source, e.g. "_sync/_fetch.py"
 
 
-JOBS: list[Unasync | Rename] = []
+JOBS: list[Unasync | Rename] = [
+    # The httpx2 integration is the httpx one with the package's name replaced: one source for both.
+    Rename("httpx", "httpx2", {"httpx": "httpx2", "as_httpx_error": "as_httpx2_error"}),
+]
 
 
 def _relative(path: Path) -> str:
@@ -77,18 +85,31 @@ def _unasync(job: Unasync, files: dict[Path, str]) -> dict[Path, str]:
     return out
 
 
+_TEXT_TOKENS = frozenset({"STRING", "COMMENT", "FSTRING_MIDDLE"})
+
+
+def _rename_token(token: tokenize_rt.Token, replacements: Mapping[str, str], words: re.Pattern[str]) -> str:
+    """A token's text with the names replaced: the whole token for a name, whole words in strings and comments."""
+    if token.name == "NAME":
+        return str(replacements.get(token.src, token.src))
+    if token.name in _TEXT_TOKENS:
+        return words.sub(lambda match: replacements[match.group(0)], str(token.src))
+    return str(token.src)
+
+
 def _rename(job: Rename, files: dict[Path, str]) -> dict[Path, str]:
     source, target = SRC / job.source, SRC / job.target
+    # A word is not a part of a longer name, a dotted module path's tail or a hyphenated name ("httpx-retries").
+    words = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, job.replacements)) + r")(?![\w-])")
     out: dict[Path, str] = {}
     for path in sorted(p for p in files if p.is_relative_to(source) and p.suffix == ".py"):
+        if path.relative_to(source).as_posix() in job.exclude:
+            continue
         text = files[path]
-        if text.startswith("# Generated from "):
-            text = text.split("\n", 1)[1]
+        if text.startswith("# Generated from "):  # a generated file (a sync twin): copied without its header
+            text = text.split("\n", _HEADER_LINES)[_HEADER_LINES]
         tokens = tokenize_rt.src_to_tokens(text)
-        renamed = [
-            token._replace(src=job.replacements.get(token.src, token.src)) if token.name == "NAME" else token
-            for token in tokens
-        ]
+        renamed = [token._replace(src=_rename_token(token, job.replacements, words)) for token in tokens]
         out[target / path.relative_to(source)] = _with_header(tokenize_rt.tokens_to_src(renamed), path)
     return out
 

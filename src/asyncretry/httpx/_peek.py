@@ -16,8 +16,9 @@ import anyio
 import httpx
 
 from .._http._body import decode_bounded
+from .._http._streams import Remaining
 from ._classify import PrefixedStream
-from ._streams import Remaining, Stalled
+from ._streams import Stalled
 
 __all__ = ["peek_async", "peek_sync"]
 
