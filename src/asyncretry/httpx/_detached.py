@@ -10,7 +10,7 @@ import httpx
 
 from .._http._detach import Trace, run_detached
 
-__all__ = ["send_detached"]
+__all__ = ["DetachedTransport", "send_detached"]
 
 
 async def send_detached(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
@@ -29,3 +29,13 @@ async def send_detached(transport: httpx.AsyncBaseTransport, request: httpx.Requ
         return await transport.handle_async_request(copy)
 
     return await run_detached(send, request.extensions.get("trace"))
+
+
+class DetachedTransport(httpx.AsyncBaseTransport):
+    """A transport whose every send is :func:`send_detached` through ``inner`` (for hedged sends)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await send_detached(self._inner, request)

@@ -12,7 +12,7 @@ import httpx2
 
 from .._http._detach import Trace, run_detached
 
-__all__ = ["send_detached"]
+__all__ = ["DetachedTransport", "send_detached"]
 
 
 async def send_detached(transport: httpx2.AsyncBaseTransport, request: httpx2.Request) -> httpx2.Response:
@@ -31,3 +31,13 @@ async def send_detached(transport: httpx2.AsyncBaseTransport, request: httpx2.Re
         return await transport.handle_async_request(copy)
 
     return await run_detached(send, request.extensions.get("trace"))
+
+
+class DetachedTransport(httpx2.AsyncBaseTransport):
+    """A transport whose every send is :func:`send_detached` through ``inner`` (for hedged sends)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return await send_detached(self._inner, request)

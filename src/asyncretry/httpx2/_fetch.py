@@ -31,7 +31,7 @@ async def fetch(client: httpx2.AsyncClient, method: str, url: httpx2.URL | str, 
     Raises:
         TypeError: the client's transport is not an :class:`AsyncRetryTransport`.
     """
-    from ._transport import AsyncRetryTransport
+    from ._async._transport import AsyncRetryTransport
 
     transport = getattr(client, "_transport", None)
     if not isinstance(transport, AsyncRetryTransport):

@@ -71,8 +71,9 @@ async def peek_async(response: httpx2.Response, limit: int, budget: float) -> Pe
     return _peeked(response, raw, None if finished else Remaining(iterator, stream), limit)
 
 
-def peek_sync(response: httpx2.Response, limit: int) -> Peeked:
-    """:func:`peek_async` for a blocking stream, within httpx2's own read timeout."""
+def peek_sync(response: httpx2.Response, limit: int, budget: float) -> Peeked:
+    """:func:`peek_async` for a blocking stream, within httpx2's own read timeout (``budget`` is not used: a
+    blocking read cannot be given a budget of its own)."""
     chunks: list[bytes] = []
     size = 0
     stream = response.stream

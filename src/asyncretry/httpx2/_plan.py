@@ -14,7 +14,7 @@ import httpx2
 
 from .. import HedgingConfig, Outcome, RetryPolicy, parse_overrides
 from .._http._overrides import choose_hedging
-from .._http._replay import Replay, replay_of
+from .._http._replay import REPLAYABLE, Replay, replay_of
 from ._classify import HttpClassifier
 from ._report import EXTENSION, describe
 
@@ -105,7 +105,8 @@ def plan_request(
     plan.read_body = read_body
     # A body of bytes (every request without a body too) is sent again as it is; anything else is
     # looked at now, before the first send moves a file's position.
-    plan.replay = replay_of(request.stream, in_memory=type(request.stream) is httpx2.ByteStream)
+    in_memory = type(request.stream) is httpx2.ByteStream
+    plan.replay = REPLAYABLE if in_memory else replay_of(request.stream, in_memory=False)
     given = request.extensions.get(EXTENSION)
     if given is not None:
         overrides = parse_overrides(given, WHERE)

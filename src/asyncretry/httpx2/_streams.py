@@ -15,7 +15,7 @@ import httpx2
 
 from ._classify import PrefixedStream
 
-__all__ = ["Stalled", "discard"]
+__all__ = ["Stalled", "discard", "discard_sync"]
 
 
 async def discard(response: httpx2.Response | None) -> None:
@@ -29,6 +29,12 @@ async def discard(response: httpx2.Response | None) -> None:
         return
     with anyio.move_on_after(5.0, shield=True):
         await response.aclose()
+
+
+def discard_sync(response: httpx2.Response | None) -> None:
+    """Close a response nobody will read (a retried one), in the sync transport."""
+    if response is not None:
+        response.close()
 
 
 class Stalled:
