@@ -38,6 +38,9 @@ from asyncretry.httpx import (
 )
 from asyncretry.testing import fixed_random
 
+# Run against httpx and httpx2 (tests that mock with respx: httpx only).
+pytestmark = pytest.mark.usefixtures("client_package")
+
 K = OutcomeKind
 URL = "https://api.test/items"
 OTHER = "https://other.test/items"
