@@ -26,7 +26,8 @@ OTHER_LANGUAGES = {"sh", "text", "promql", "toml", "yaml", "json", "ini"}
 
 # What a block's imports need beyond asyncretry and anyio: an extra of asyncretry (named on the page), or
 # another distribution (named in the block itself).
-EXTRAS = {"httpx": "httpx", "asyncretry.httpx": "httpx", "httpx2": "httpx2", "asyncretry.httpx2": "httpx2", "redis": "redis", "asyncretry.redis": "redis",
+EXTRAS = {"httpx": "httpx", "asyncretry.httpx": "httpx", "httpx2": "httpx2", "asyncretry.httpx2": "httpx2",
+          "redis": "redis", "asyncretry.redis": "redis",
           "asyncretry.otel": "otel", "opentelemetry": "otel", "asyncretry.aiohttp": "aiohttp", "aiohttp": "aiohttp",
           "asyncretry.grpc": "grpc", "grpc": "grpc", "asyncretry.aws": "aws"}
 OTHERS = {"trio": "trio", "pytest": "pytest", "prometheus_client": "prometheus-client",
