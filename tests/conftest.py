@@ -97,15 +97,21 @@ class EventLog:
 CLIENT_PACKAGES = ("httpx", "httpx2")
 
 
+# respx's global router patches httpx's own transports: tests using it run on httpx only. A test using a
+# ``respx.MockRouter`` runs on both (for httpx2, tests/respx_twin.py's router takes its place).
+_GLOBAL_RESPX = re.compile(r"\brespx\.(mock|get|post|put|patch|delete|head|options|route|calls)\b")
+
+
 def _mocks_with_respx(metafunc: pytest.Metafunc) -> bool:
-    """Whether a test mocks with respx, itself or through a helper of its module (respx mocks httpx only)."""
+    """Whether a test uses respx's global router, itself or through a helper of its module."""
     module = metafunc.module
     helpers = {
         name for name, value in vars(module).items()
-        if getattr(value, "__module__", None) == module.__name__ and callable(value) and "respx" in _source(value)
+        if getattr(value, "__module__", None) == module.__name__ and callable(value)
+        and _GLOBAL_RESPX.search(_source(value))
     }
     text = _source(metafunc.function)
-    return "respx" in text or any(re.search(rf"\b{re.escape(name)}\b", text) for name in helpers)
+    return bool(_GLOBAL_RESPX.search(text)) or any(re.search(rf"\b{re.escape(name)}\b", text) for name in helpers)
 
 
 def _source(value: Any) -> str:
@@ -133,17 +139,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def client_package(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The HTTP client package a test of the httpx integration runs against (a module opts in with
-    ``pytest.mark.usefixtures("client_package")``). For httpx2, the test modules' ``httpx`` is httpx2 and
-    the names they imported from ``asyncretry.httpx`` are ``asyncretry.httpx2``'s, for that test."""
+    ``pytest.mark.usefixtures("client_package")``). For httpx2, the test modules' ``httpx`` is httpx2, their
+    ``respx`` is tests/respx_twin.py, and the names they imported from ``asyncretry.httpx`` are
+    ``asyncretry.httpx2``'s, for that test."""
     if request.param == "httpx2":
         import httpx2
 
+        import respx_twin
 
         for name, module in list(sys.modules.items()):
             if not (name.startswith("test_httpx_") or name == request.module.__name__):
                 continue
             if getattr(module, "httpx", None) is not None:
                 monkeypatch.setattr(module, "httpx", httpx2)
+            if getattr(module, "respx", None) is not None:
+                monkeypatch.setattr(module, "respx", respx_twin)
             for attr, value in list(vars(module).items()):
                 twin = _httpx2_twin(value)
                 if not attr.startswith("__") and twin is not None:

@@ -27,7 +27,7 @@ from asyncretry.httpx import (
 from asyncretry.httpx._classify import body_replay, headers_read
 from asyncretry.testing import fixed_random, test_mode
 
-# Run against httpx and httpx2 (tests that mock with respx: httpx only).
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
 pytestmark = pytest.mark.usefixtures("client_package")
 
 K = OutcomeKind

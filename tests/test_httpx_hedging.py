@@ -24,7 +24,7 @@ from asyncretry.httpx import AsyncRetryTransport, RetryTransport, retry_info
 from conftest import fresh_app
 from test_httpx_integration import assert_pool_released
 
-# Run against httpx and httpx2 (tests that mock with respx: httpx only).
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
 pytestmark = pytest.mark.usefixtures("client_package")
 
 URL = "https://api.example/items"

@@ -24,7 +24,7 @@ from asyncretry import AsyncRetryError, RetryPolicy
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport
 from asyncretry.testing import test_mode
 
-# Run against httpx and httpx2 (tests that mock with respx: httpx only).
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
 pytestmark = pytest.mark.usefixtures("client_package")
 
 URL = "https://api.test/items"

@@ -22,7 +22,7 @@ from asyncretry._http._retry_after import http_date as read_http_date
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport, server_delay
 from asyncretry.testing import fixed_random, test_mode
 
-# Run against httpx and httpx2 (tests that mock with respx: httpx only).
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
 pytestmark = pytest.mark.usefixtures("client_package")
 
 URL = "https://api.test/items"
