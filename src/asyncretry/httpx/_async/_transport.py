@@ -40,7 +40,7 @@ from ... import (
     RetryPolicy,
 )
 from ..._http._rules import read_headers
-from ..._http._setup import build_retrier, check_options, error_body_budget
+from ..._http._setup import build_retrier, check_options, checked_classifier, error_body_budget
 from .._classify import HttpClassifier
 from .._errors import as_httpx_error
 from .._modes import check_async_policy, send_hedged
@@ -82,9 +82,7 @@ class _Base:
             policy=policy, retrier=retrier, clock=clock, rng=rng, name=name, max_scopes=max_scopes,
             scope_idle_timeout=scope_idle_timeout,
         )
-        self.classifier = classifier if classifier is not None else HttpClassifier()
-        if not isinstance(self.classifier, HttpClassifier):
-            raise TypeError(f"classifier must be an HttpClassifier, got {classifier!r}")
+        self.classifier = checked_classifier(classifier, HttpClassifier, "an HttpClassifier")
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None
