@@ -94,13 +94,17 @@ def async_http_client() -> httpx2.AsyncClient:
     return httpx2.AsyncClient(transport=AsyncRetryTransport(policy=POLICY, classifier=CLASSIFIER))
 
 
+def async_openai(url: str) -> openai.AsyncOpenAI:
+    """The async OpenAI client of the recipe: its retries off, ours in its http_client."""
+    return openai.AsyncOpenAI(api_key="test", base_url=url + "/v1", max_retries=0, http_client=async_http_client())
+
+
 @pytest.mark.anyio
 async def test_openai_chat_is_retried_by_asyncretry_not_by_the_sdk(running: tuple[Api, str]) -> None:
     """A chat completion answered 429 (retry-after-ms), 503, then 200 is retried by asyncretry; the SDK sends once."""
     api, url = running
     api.play(CHAT, rate_limited(), unavailable())
-    client = openai.AsyncOpenAI(api_key="test", base_url=url + "/v1", max_retries=0, http_client=async_http_client())
-    async with client:
+    async with async_openai(url) as client:
         completion = await client.chat.completions.create(
             model="gpt-test", messages=[{"role": "user", "content": "hi"}], extra_headers=KEY
         )
@@ -114,8 +118,7 @@ async def test_a_post_without_an_idempotency_key_is_not_replayed(running: tuple[
     """Without an Idempotency-Key a 503'd chat completion is sent once: the SDK raises its own error for it."""
     api, url = running
     api.play(CHAT, unavailable())
-    client = openai.AsyncOpenAI(api_key="test", base_url=url + "/v1", max_retries=0, http_client=async_http_client())
-    async with client:
+    async with async_openai(url) as client:
         with pytest.raises(openai.InternalServerError):
             await client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}])
     assert len(api.requests) == 1
@@ -126,8 +129,7 @@ async def test_openai_get_is_retried_without_a_key(running: tuple[Api, str]) -> 
     """A GET (listing models) is idempotent: retried after 429 and 503 with no key."""
     api, url = running
     api.play(MODELS, rate_limited(), unavailable())
-    client = openai.AsyncOpenAI(api_key="test", base_url=url + "/v1", max_retries=0, http_client=async_http_client())
-    async with client:
+    async with async_openai(url) as client:
         models = await client.models.list()
     assert [model.id for model in models.data] == ["gpt-test"]
     assert api.sdk_retries == ["0", "0", "0"]
