@@ -196,12 +196,11 @@ async def test_a_429_with_retry_after_is_followed(server: FaultServer, app: Faul
 
 @pytest.mark.anyio
 async def test_a_503_burst_is_ridden_out(server: FaultServer, app: FaultyApp) -> None:
-    """During a 0.25 s burst of 503s, retries spaced 0.1 s apart carry 10 concurrent GETs through to 200."""
-    # The client first (making one builds an SSL context, which takes a while on a busy machine), then the
-    # burst, which starts when the app is reset.
-    client, inner = make_client(server, POLICY.replace(backoff=FixedBackoff(0.1), max_attempts=6))
-    app.configure(ServerConfig(bursts=((0.0, 0.25),)))
+    """During a 0.6 s burst of 503s, retries spaced 0.1 s apart carry 10 concurrent GETs through to 200."""
+    # (the window opens at reset: long enough that a loaded machine's first sends still land in it)
+    app.configure(ServerConfig(bursts=((0.0, 0.6),)))
     app.reset()
+    client, inner = make_client(server, POLICY.replace(backoff=FixedBackoff(0.1), max_attempts=12))
     statuses: list[int] = []
 
     async def call(n: int) -> None:
