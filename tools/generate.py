@@ -43,8 +43,8 @@ class Unasync:
 
     package: str  # relative to src/asyncretry, e.g. "_engine"
     replacements: Mapping[str, str] = field(default_factory=dict)
-    # Words replaced in strings and comments, where class names ``AsyncX`` become ``X`` too (unasync leaves
-    # docstrings and messages alone): the names of ``replacements`` that are not also plain words.
+    # Words replaced in strings and comments, where class names ``AsyncX`` then become ``X`` too (unasync leaves
+    # docstrings and messages alone); none: strings and comments are left as unasync writes them.
     text_replacements: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -117,7 +117,9 @@ def _unasync(job: Unasync, files: dict[Path, str]) -> dict[Path, str]:
         rule = unasync.Rule("/_async/", "/_sync/", additional_replacements=dict(job.replacements))
         unasync.unasync_files([str(base / "_async" / p.name) for p in sources], rules=[rule])
         for path in sources:
-            text = _unasync_text((base / "_sync" / path.name).read_text(encoding="utf-8"), job.text_replacements)
+            text = (base / "_sync" / path.name).read_text(encoding="utf-8")
+            if job.text_replacements:  # a job that asks for it: its strings and comments too
+                text = _unasync_text(text, job.text_replacements)
             out[folder.parent / "_sync" / path.name] = _with_header(text, path)
     return out
 
