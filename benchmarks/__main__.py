@@ -19,6 +19,7 @@ BENCHMARKS = (
     ("bench_engine", "retry engine vs tenacity, stamina, httpx-retries"),
     ("bench_transport", "httpx transport vs httpx-retries and the bare transport"),
     ("bench_aiohttp", "aiohttp middleware vs a bare ClientSession and aiohttp-retry"),
+    ("bench_httpx2", "httpx2 against httpx through the same transport code"),
     ("bench_floor", "the work a success must do, piece by piece, against the targets' budgets"),
     ("trace_hops", "the asyncretry calls a 503, 503, 200 runs through AsyncRetryTransport"),
     ("bench_adaptive_http", "50 clients against a throttling local server"),

@@ -6,6 +6,10 @@ jump straight to the next timer, so timing tests are exact and instant.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,3 +91,71 @@ class EventLog:
         kept = self.keep(event)
         if kept is not None:
             self.events.append(kept)
+
+
+# -- the httpx integration's behavioural tests run against httpx and against httpx2
+CLIENT_PACKAGES = ("httpx", "httpx2")
+
+
+# respx's global router patches httpx's own transports: tests using it run on httpx only. A test using a
+# ``respx.MockRouter`` runs on both (for httpx2, tests/respx_twin.py's router takes its place).
+_GLOBAL_RESPX = re.compile(r"\brespx\.(mock|get|post|put|patch|delete|head|options|route|calls)\b")
+
+
+def _mocks_with_respx(metafunc: pytest.Metafunc) -> bool:
+    """Whether a test uses respx's global router, itself or through a helper of its module."""
+    module = metafunc.module
+    helpers = {
+        name for name, value in vars(module).items()
+        if getattr(value, "__module__", None) == module.__name__ and callable(value)
+        and _GLOBAL_RESPX.search(_source(value))
+    }
+    text = _source(metafunc.function)
+    return bool(_GLOBAL_RESPX.search(text)) or any(re.search(rf"\b{re.escape(name)}\b", text) for name in helpers)
+
+
+def _source(value: Any) -> str:
+    try:
+        return inspect.getsource(value)
+    except (OSError, TypeError):
+        return ""
+
+
+def _httpx2_twin(value: Any) -> Any:
+    """The object of ``asyncretry.httpx2`` generated from ``value`` of ``asyncretry.httpx``, if it is one."""
+    home = getattr(value, "__module__", None)
+    if not isinstance(home, str) or not home.startswith("asyncretry.httpx.") or not hasattr(value, "__name__"):
+        return None
+    twin_module = importlib.import_module("asyncretry.httpx2." + home.removeprefix("asyncretry.httpx."))
+    return getattr(twin_module, value.__name__, None)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "client_package" in metafunc.fixturenames:
+        packages = CLIENT_PACKAGES[:1] if _mocks_with_respx(metafunc) else CLIENT_PACKAGES
+        metafunc.parametrize("client_package", packages, indirect=True)
+
+
+@pytest.fixture
+def client_package(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The HTTP client package a test of the httpx integration runs against (a module opts in with
+    ``pytest.mark.usefixtures("client_package")``). For httpx2, the test modules' ``httpx`` is httpx2, their
+    ``respx`` is tests/respx_twin.py, and the names they imported from ``asyncretry.httpx`` are
+    ``asyncretry.httpx2``'s, for that test."""
+    if request.param == "httpx2":
+        import httpx2
+
+        import respx_twin
+
+        for name, module in list(sys.modules.items()):
+            if not (name.startswith("test_httpx_") or name == request.module.__name__):
+                continue
+            if getattr(module, "httpx", None) is not None:
+                monkeypatch.setattr(module, "httpx", httpx2)
+            if getattr(module, "respx", None) is not None:
+                monkeypatch.setattr(module, "respx", respx_twin)
+            for attr, value in list(vars(module).items()):
+                twin = _httpx2_twin(value)
+                if not attr.startswith("__") and twin is not None:
+                    monkeypatch.setattr(module, attr, twin)
+    return str(request.param)

@@ -26,13 +26,15 @@ OTHER_LANGUAGES = {"sh", "text", "promql", "toml", "yaml", "json", "ini"}
 
 # What a block's imports need beyond asyncretry and anyio: an extra of asyncretry (named on the page), or
 # another distribution (named in the block itself).
-EXTRAS = {"httpx": "httpx", "asyncretry.httpx": "httpx", "redis": "redis", "asyncretry.redis": "redis",
+EXTRAS = {"httpx": "httpx", "asyncretry.httpx": "httpx", "httpx2": "httpx2", "asyncretry.httpx2": "httpx2",
+          "redis": "redis", "asyncretry.redis": "redis",
           "asyncretry.otel": "otel", "opentelemetry": "otel", "asyncretry.aiohttp": "aiohttp", "aiohttp": "aiohttp",
           "asyncretry.grpc": "grpc", "grpc": "grpc", "asyncretry.aws": "aws"}
 OTHERS = {"trio": "trio", "pytest": "pytest", "prometheus_client": "prometheus-client",
           "opentelemetry.sdk": "opentelemetry-sdk", "opentelemetry.exporter.prometheus":
           "opentelemetry-exporter-prometheus", "botocore": "botocore", "aiobotocore": "aiobotocore",
-          "respx": "respx", "fastapi": "fastapi", "uvicorn": "uvicorn"}
+          "respx": "respx", "fastapi": "fastapi", "uvicorn": "uvicorn", "openai": "openai",
+          "anthropic": "anthropic"}
 
 
 def _fences(page: str) -> list[tuple[int, str, str]]:

@@ -27,6 +27,9 @@ from asyncretry.httpx import (
 from asyncretry.httpx._classify import body_replay, headers_read
 from asyncretry.testing import fixed_random, test_mode
 
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
+pytestmark = pytest.mark.usefixtures("client_package")
+
 K = OutcomeKind
 URL = "https://api.test/items"
 
@@ -303,26 +306,35 @@ def cert_failure() -> httpx.ConnectError:
     return error
 
 
-NOT_SENT = [httpx.ConnectError("refused"), httpx.ConnectTimeout("slow connect"), httpx.PoolTimeout("pool full")]
+# Errors by name, made when the test runs: of the client package under test (httpx or httpx2).
+NOT_SENT = [("ConnectError", "refused"), ("ConnectTimeout", "slow connect"), ("PoolTimeout", "pool full")]
 MAYBE_SENT = [
-    httpx.ReadError("reset"), httpx.ReadTimeout("slow read"), httpx.WriteTimeout("slow write"),
-    httpx.WriteError("broken pipe"), httpx.RemoteProtocolError("server disconnected"),
+    ("ReadError", "reset"), ("ReadTimeout", "slow read"), ("WriteTimeout", "slow write"),
+    ("WriteError", "broken pipe"), ("RemoteProtocolError", "server disconnected"),
 ]
 
 
-@pytest.mark.parametrize("error", NOT_SENT, ids=lambda e: type(e).__name__)
+def made(name: str, message: str = "e") -> Exception:
+    """The client package's error ``name``."""
+    error: Exception = getattr(httpx, name)(message)
+    return error
+
+
+@pytest.mark.parametrize(("name", "message"), NOT_SENT, ids=[name for name, _ in NOT_SENT])
 @pytest.mark.parametrize("method", ["GET", "POST", "PATCH"])
-def test_errors_before_sending_are_retried_for_every_method(error: Exception, method: str) -> None:
+def test_errors_before_sending_are_retried_for_every_method(name: str, message: str, method: str) -> None:
     """Connect errors, connect timeouts and pool timeouts sent nothing: any method may be retried."""
+    error = made(name, message)
     outcome = HttpClassifier().classify_error(error, idempotent=method == "GET", replayable=True)
     assert outcome is not None
     assert outcome.kind.retryable
     assert outcome.error is error
 
 
-@pytest.mark.parametrize("error", MAYBE_SENT, ids=lambda e: type(e).__name__)
-def test_errors_after_sending_are_retried_only_when_idempotent(error: Exception) -> None:
+@pytest.mark.parametrize(("name", "message"), MAYBE_SENT, ids=[name for name, _ in MAYBE_SENT])
+def test_errors_after_sending_are_retried_only_when_idempotent(name: str, message: str) -> None:
     """Read/write errors and timeouts and protocol errors may have reached the server: only idempotent retries."""
+    error = made(name, message)
     classifier = HttpClassifier()
     safe = classifier.classify_error(error, idempotent=True, replayable=True)
     unsafe = classifier.classify_error(error, idempotent=False, replayable=True)
@@ -334,21 +346,21 @@ def test_errors_after_sending_are_retried_only_when_idempotent(error: Exception)
 
 
 @pytest.mark.parametrize(
-    ("error", "kind"),
+    ("name", "kind"),
     [
-        (httpx.ConnectTimeout("t"), K.TIMEOUT),
-        (httpx.ReadTimeout("t"), K.TIMEOUT),
-        (httpx.WriteTimeout("t"), K.TIMEOUT),
-        (httpx.PoolTimeout("t"), K.TIMEOUT),
-        (httpx.ConnectError("e"), K.CONNECTION),
-        (httpx.ReadError("e"), K.CONNECTION),
-        (httpx.RemoteProtocolError("e"), K.CONNECTION),
+        ("ConnectTimeout", K.TIMEOUT),
+        ("ReadTimeout", K.TIMEOUT),
+        ("WriteTimeout", K.TIMEOUT),
+        ("PoolTimeout", K.TIMEOUT),
+        ("ConnectError", K.CONNECTION),
+        ("ReadError", K.CONNECTION),
+        ("RemoteProtocolError", K.CONNECTION),
     ],
-    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v),
+    ids=str,
 )
-def test_timeouts_cost_the_timeout_cost(error: Exception, kind: OutcomeKind) -> None:
+def test_timeouts_cost_the_timeout_cost(name: str, kind: OutcomeKind) -> None:
     """Every httpx timeout is a TIMEOUT (its retry costs the quota's timeout cost); other errors CONNECTION."""
-    outcome = HttpClassifier().classify_error(error, idempotent=True, replayable=True)
+    outcome = HttpClassifier().classify_error(made(name), idempotent=True, replayable=True)
     assert outcome is not None
     assert outcome.kind is kind
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 
 from asyncretry import FixedBackoff, HedgingConfig, OutcomeKind, RetryPolicy
@@ -23,13 +24,16 @@ from asyncretry.httpx import AsyncRetryTransport, RetryTransport, retry_info
 from conftest import fresh_app
 from test_httpx_integration import assert_pool_released
 
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
+pytestmark = pytest.mark.usefixtures("client_package")
+
 URL = "https://api.example/items"
 HEDGE = HedgingConfig(delay=0.1, budget_ratio=1.0)
 POLICY = RetryPolicy(hedging=HEDGE, backoff=FixedBackoff(0.5), quota=False)
 
 
-class Body(httpx.AsyncByteStream):
-    """A response body that remembers whether it was closed."""
+class Body(httpx.AsyncByteStream, httpx2.AsyncByteStream):
+    """A response body that remembers whether it was closed (a body for httpx and for httpx2)."""
 
     def __init__(self, label: str, closed: list[str]) -> None:
         self.label = label

@@ -24,6 +24,9 @@ from asyncretry import AsyncRetryError, RetryPolicy
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport
 from asyncretry.testing import test_mode
 
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
+pytestmark = pytest.mark.usefixtures("client_package")
+
 URL = "https://api.test/items"
 POLICY = RetryPolicy(max_attempts=3)
 BOMB_SIZE = 16 * 1024 * 1024  # decoded bytes of each bomb (about 16 KB compressed)

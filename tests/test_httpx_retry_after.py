@@ -22,6 +22,9 @@ from asyncretry._http._retry_after import http_date as read_http_date
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport, server_delay
 from asyncretry.testing import fixed_random, test_mode
 
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
+pytestmark = pytest.mark.usefixtures("client_package")
+
 URL = "https://api.test/items"
 NOW = 1_750_000_000.0  # the injected wall clock, seconds since the epoch
 

@@ -32,6 +32,9 @@ from asyncretry.httpx import (
 )
 from conftest import fresh_app
 
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
+pytestmark = pytest.mark.usefixtures("client_package")
+
 URL = "https://api.test/items"
 QUICK = RetryPolicy(backoff=NoBackoff())
 

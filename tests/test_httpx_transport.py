@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import ssl
 import threading
@@ -11,6 +12,7 @@ from typing import Any, cast
 
 import anyio
 import httpx
+import httpx2
 import pytest
 import respx
 
@@ -38,6 +40,9 @@ from asyncretry.httpx import (
 )
 from asyncretry.testing import fixed_random
 
+# Run against httpx and httpx2 (tests using respx's global router: httpx only).
+pytestmark = pytest.mark.usefixtures("client_package")
+
 K = OutcomeKind
 URL = "https://api.test/items"
 OTHER = "https://other.test/items"
@@ -45,8 +50,8 @@ QUICK = RetryPolicy(backoff=NoBackoff())  # retries without any wait, for the sy
 
 
 # ---------------------------------------------------------------------------------------- helpers
-class SpyStream(httpx.AsyncByteStream, httpx.SyncByteStream):
-    """A response body that records when it was closed (on the running loop's clock)."""
+class SpyStream(httpx.AsyncByteStream, httpx.SyncByteStream, httpx2.AsyncByteStream, httpx2.SyncByteStream):
+    """A response body that records when it was closed (on the running loop's clock); for httpx and httpx2."""
 
     def __init__(self, body: bytes = b"", *, fail_after: int | None = None) -> None:
         self.body = body
@@ -108,6 +113,19 @@ class Script:
     @property
     def bodies(self) -> list[bytes]:
         return [r.content for r in self.requests]
+
+
+def current(value: Any) -> Any:
+    """``value``, made when the tests were collected (of httpx), as the client package under test makes it: an
+    error, a response without a body or a classifier of that package (see the ``client_package`` fixture)."""
+    if isinstance(value, Exception) and not isinstance(value, httpx.HTTPError):
+        return getattr(httpx, type(value).__name__)(*value.args)
+    if hasattr(value, "status_code") and not isinstance(value, httpx.Response):
+        return httpx.Response(value.status_code)
+    if value is not None and hasattr(value, "retry_non_idempotent") and not isinstance(value, HttpClassifier):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+        return HttpClassifier(**fields)
+    return value
 
 
 def spied(status: int, body: bytes = b"", **kwargs: Any) -> Callable[[], httpx.Response]:
@@ -294,6 +312,7 @@ async def test_a_503_slow_down_is_throttling() -> None:
 )
 async def test_a_post_that_was_never_sent_is_retried(error: Exception) -> None:
     """Connect errors and pool timeouts sent nothing: even a POST without Idempotency-Key is retried."""
+    error = current(error)
     script = Script(error, httpx.Response(201))
     async with retry_client(script, method="POST") as client:
         resp = await client.post(URL, content=b"order-1")
@@ -313,6 +332,7 @@ async def test_a_post_that_was_never_sent_is_retried(error: Exception) -> None:
 )
 async def test_a_post_that_may_have_been_sent_is_never_repeated(error: Exception) -> None:
     """After a read/write error or timeout the POST may have reached the server: raised at once, with history."""
+    error = current(error)
     script = Script(error, httpx.Response(201))
     async with retry_client(script, method="POST") as client:
         with pytest.raises(type(error)) as caught:
@@ -332,6 +352,7 @@ async def test_a_post_that_may_have_been_sent_is_never_repeated(error: Exception
 )
 async def test_a_get_is_retried_after_any_connection_error(error: Exception) -> None:
     """A GET is idempotent: read/write errors, timeouts and protocol errors are retried."""
+    error = current(error)
     script = Script(error, httpx.Response(200))
     async with retry_client(script) as client:
         resp = await client.get(URL)
@@ -458,6 +479,7 @@ async def test_a_post_may_be_made_retryable(
     headers: dict[str, str], extensions: dict[str, Any], classifier: HttpClassifier | None
 ) -> None:
     """A POST is retried with an Idempotency-Key, a per-request opt-in or retry_non_idempotent."""
+    classifier = current(classifier)
     script = Script(httpx.ReadError("reset"), httpx.Response(503), httpx.Response(201))
     async with retry_client(script, method="POST", classifier=classifier) as client:
         resp = await client.post(URL, content=b"order-1", headers=headers, extensions=extensions)
@@ -506,6 +528,7 @@ async def test_multipart_uploads_with_files_are_replayed_identically() -> None:
                          ids=["503", "ConnectError", "ReadError"])
 async def test_a_one_shot_async_body_is_never_sent_twice(first: httpx.Response | Exception) -> None:
     """A request streamed from an async generator cannot be replayed: it is never retried, whatever failed."""
+    first = current(first)
     async def upload() -> AsyncIterator[bytes]:
         yield b"part 1, "
         yield b"part 2"
@@ -695,6 +718,7 @@ async def test_a_first_time_success_is_counted_and_reported_like_any_call() -> N
 )
 async def test_a_first_attempt_that_fails_goes_on_as_one_call(first: httpx.Response | Exception) -> None:
     """A first attempt begun without a call object and then failing is one call: its history starts with it."""
+    first = current(first)
     script = Script(first, httpx.Response(200))
     policy = RetryPolicy(backoff=FixedBackoff(0.5), breaker=CircuitBreakerConfig(failure_ratio=0.9))
     async with retry_client(script, policy=policy) as client:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "asyncretry"
-INTEGRATIONS = ("httpx", "aiohttp", "redis", "grpc", "aws", "otel", "_cli", "_testserver", "_simulation")
+INTEGRATIONS = ("httpx", "httpx2", "aiohttp", "redis", "grpc", "aws", "otel", "_cli", "_testserver", "_simulation")
 
 
 def _imports(path: Path) -> set[str]:
@@ -49,7 +49,7 @@ def test_the_engine_imports_no_integration(path: Path) -> None:
     """The engine uses primitives and the base modules only: no httpx, Redis, OpenTelemetry or CLI."""
     bad = {
         name for name in _imports(path)
-        if name.split(".")[0] in ("httpx", "redis", "opentelemetry")
+        if name.split(".")[0] in ("httpx", "httpx2", "redis", "opentelemetry")
         or any(name.startswith(f"asyncretry.{part}") for part in INTEGRATIONS)
     }
     assert not bad, f"{path.name} imports {sorted(bad)}"
@@ -62,8 +62,8 @@ def test_the_core_imports_only_anyio() -> None:
 
     code = (
         "import sys, asyncretry; "
-        "print(sorted(m for m in ('httpx', 'redis', 'opentelemetry', 'rich', 'uvicorn', 'matplotlib', 'trio', "
-        "'grpc') if m in sys.modules))"
+        "print(sorted(m for m in ('httpx', 'httpx2', 'redis', 'opentelemetry', 'rich', 'uvicorn', 'matplotlib', "
+        "'trio', 'grpc') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
@@ -137,7 +137,8 @@ def test_no_private_name_crosses_a_package_boundary(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", sorted([*(PACKAGE / "httpx").glob("*.py"), *(PACKAGE / "grpc").glob("*.py")]), ids=lambda p: p.name
+    "path", sorted(path for name in ("httpx", "httpx2", "grpc") for path in (PACKAGE / name).rglob("*.py")),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
 )
 def test_the_httpx_transport_uses_the_public_engine_api(path: Path) -> None:
     """The httpx integration imports the engine and the primitives from `asyncretry` itself, never from
@@ -155,7 +156,7 @@ def test_the_shared_http_rules_import_no_http_client(path: Path) -> None:
     names = _imports(path)
     bad = {
         name for name in names
-        if name.split(".")[0] in ("httpx", "aiohttp", "redis", "opentelemetry")
+        if name.split(".")[0] in ("httpx", "httpx2", "aiohttp", "redis", "opentelemetry")
         or any(name.startswith(f"asyncretry.{part}") for part in (*INTEGRATIONS, "aiohttp"))
     }
     if path.name in ("_retry_after.py", "_body.py", "__init__.py"):

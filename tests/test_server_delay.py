@@ -1,5 +1,5 @@
 """Server-requested delays read from any exception the engine classifies: a ``retry_after`` attribute,
-the ``Retry-After`` of ``httpx.HTTPStatusError.response`` and of aiohttp's ``ClientResponseError``;
+the ``Retry-After`` of ``httpx.HTTPStatusError.response`` (httpx and httpx2) and of aiohttp's ``ClientResponseError``;
 capped by ``max_server_delay``, bounded by the deadline, never raising whatever the values."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,8 +35,8 @@ class Busy(Exception):
 
 
 def policy(**changes: Any) -> RetryPolicy:
-    classifier = Classifier(transient=(Busy, httpx.HTTPStatusError, aiohttp.ClientResponseError),
-                            wall_clock=lambda: NOW)
+    transient = (Busy, httpx.HTTPStatusError, httpx2.HTTPStatusError, aiohttp.ClientResponseError)
+    classifier = Classifier(transient=transient, wall_clock=lambda: NOW)
     return RetryPolicy(max_attempts=2, backoff=FixedBackoff(0.5), classifier=classifier, **changes)
 
 
@@ -121,10 +122,12 @@ async def test_a_final_error_is_not_delayed() -> None:
     assert clock.sleeps == []
 
 
-def status_error(status: int, headers: dict[str, str]) -> httpx.HTTPStatusError:
-    request = httpx.Request("GET", "https://api.test/items")
-    response = httpx.Response(status, headers=headers, request=request)
-    return httpx.HTTPStatusError(f"HTTP {status}", request=request, response=response)
+def status_error(status: int, headers: dict[str, str], client: Any = httpx) -> Exception:
+    """``raise_for_status()``'s error, of ``client`` (the httpx or the httpx2 module)."""
+    request = client.Request("GET", "https://api.test/items")
+    response = client.Response(status, headers=headers, request=request)
+    error: Exception = client.HTTPStatusError(f"HTTP {status}", request=request, response=response)
+    return error
 
 
 @pytest.mark.parametrize(
@@ -137,9 +140,13 @@ def status_error(status: int, headers: dict[str, str]) -> httpx.HTTPStatusError:
         ({}, 0.5),
     ],
 )
-async def test_the_retry_after_of_an_httpx_status_error_is_followed(headers: dict[str, str], expected: float) -> None:
-    """``raise_for_status()``'s HTTPStatusError: its response's Retry-After (every form) sets the delay."""
-    assert await sleeps_after(status_error(503, headers)) == [expected]
+@pytest.mark.parametrize("client", [httpx, httpx2], ids=["httpx", "httpx2"])
+async def test_the_retry_after_of_an_httpx_status_error_is_followed(
+    headers: dict[str, str], expected: float, client: Any
+) -> None:
+    """``raise_for_status()``'s HTTPStatusError (httpx's and httpx2's): its response's Retry-After (every form)
+    sets the delay."""
+    assert await sleeps_after(status_error(503, headers, client)) == [expected]
 
 
 def response_error(headers: Any) -> aiohttp.ClientResponseError:

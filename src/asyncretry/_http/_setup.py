@@ -1,12 +1,17 @@
-"""What every HTTP integration sets up alike: its retrier (given, or built from the options), its checked
-options, and how long it waits for an error body."""
+"""What every integration sets up alike: its retrier (given, or built from the options), its classifier, its
+checked options, and how long it waits for an error body (the HTTP integrations; the gRPC interceptors build
+their retrier and check their classifier here too)."""
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 from .. import Clock, RandomSource, Retrier, RetryPolicy
 from .._validate import check_bool, check_seconds
 
-__all__ = ["build_retrier", "check_options", "error_body_budget"]
+__all__ = ["build_retrier", "check_options", "checked_classifier", "error_body_budget"]
+
+C = TypeVar("C")
 
 
 def build_retrier(
@@ -16,8 +21,8 @@ def build_retrier(
     clock: Clock | None,
     rng: RandomSource | None,
     name: str,
-    max_scopes: int,
-    scope_idle_timeout: float,
+    max_scopes: int = 10_000,
+    scope_idle_timeout: float = 600.0,
 ) -> Retrier:
     """``retrier`` if given (then none of ``policy``, ``clock``, ``rng``), else a new one from the options.
 
@@ -33,6 +38,19 @@ def build_retrier(
     if not isinstance(retrier, Retrier):
         raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
     return retrier
+
+
+def checked_classifier(classifier: C | None, kind: type[C], shown: str) -> C:
+    """``classifier``, or a new ``kind()`` when it is ``None``.
+
+    Raises:
+        TypeError: ``classifier`` is not a ``kind`` (the message names it as ``shown``).
+    """
+    if classifier is None:
+        return kind()
+    if not isinstance(classifier, kind):
+        raise TypeError(f"classifier must be {shown}, got {classifier!r}")
+    return classifier
 
 
 def check_options(

@@ -42,7 +42,7 @@ from .. import (
 )
 from .._http._report import RetryInfo
 from .._http._rules import read_headers
-from .._http._setup import build_retrier, check_options, error_body_budget
+from .._http._setup import build_retrier, check_options, checked_classifier, error_body_budget
 from ._classify import HttpClassifier, body_replayable
 from ._errors import as_aiohttp_error
 from ._report import describe, report, scope_by_origin
@@ -162,9 +162,7 @@ class RetryMiddleware:
         )
         if self.retrier.policy.hedging is not None:
             raise ValueError(_NO_HEDGING)
-        self.classifier = classifier if classifier is not None else HttpClassifier()
-        if not isinstance(self.classifier, HttpClassifier):
-            raise TypeError(f"classifier must be an asyncretry.aiohttp.HttpClassifier, got {classifier!r}")
+        self.classifier = checked_classifier(classifier, HttpClassifier, "an asyncretry.aiohttp.HttpClassifier")
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import Clock, HedgingConfig, Outcome, RandomSource, Retrier, RetrierStatistics, RetryPolicy
+from .._http._setup import build_retrier, checked_classifier
 from ._classify import GrpcClassifier
 from ._options import CallOptions, current_options
 
@@ -67,17 +68,8 @@ class Planner:
         rng: RandomSource | None = None,
         name: str = "grpc",
     ) -> None:
-        if retrier is not None:
-            if policy is not None or clock is not None or rng is not None:
-                raise TypeError("pass either retrier or policy/clock/rng, not both")
-            if not isinstance(retrier, Retrier):
-                raise TypeError(f"retrier must be a Retrier, got {retrier!r}")
-            self.retrier = retrier
-        else:
-            self.retrier = Retrier(policy, name=name, clock=clock, rng=rng)
-        self.classifier = classifier if classifier is not None else GrpcClassifier()
-        if not isinstance(self.classifier, GrpcClassifier):
-            raise TypeError(f"classifier must be a GrpcClassifier, got {classifier!r}")
+        self.retrier = build_retrier(policy=policy, retrier=retrier, clock=clock, rng=rng, name=name)
+        self.classifier = checked_classifier(classifier, GrpcClassifier, "a GrpcClassifier")
         if target is not None and not isinstance(target, str):
             raise TypeError(f"target must be a string or None, got {target!r}")
         if scope_key is not None and not callable(scope_key):

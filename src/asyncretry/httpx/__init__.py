@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .._deprecation import renamed_names as _renamed_names
 from .._http._retry_after import server_delay as server_delay
+from ._async._transport import AsyncRetryTransport as AsyncRetryTransport
 from ._classify import HttpClassifier as HttpClassifier
 from ._classify import error_code_of_response as error_code_of_response
 from ._errors import AttemptTimeoutError as AttemptTimeoutError
@@ -23,8 +24,7 @@ from ._report import RetryInfo as RetryInfo
 from ._report import describe as describe
 from ._report import retry_info as retry_info
 from ._report import scope_by_origin as scope_by_origin
-from ._transport import AsyncRetryTransport as AsyncRetryTransport
-from ._transport import RetryTransport as RetryTransport
+from ._sync._transport import RetryTransport as RetryTransport
 
 __all__ = [
     "EXTENSION",

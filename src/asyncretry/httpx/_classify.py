@@ -17,14 +17,14 @@ sent twice.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from .. import Outcome, OutcomeKind
+from .._http._replay import Replay, replay_of
 from .._http._rules import HttpRules, certificate_failure, error_code_of_response, read_headers
 
 __all__ = ["HttpClassifier", "error_code_of_response"]
@@ -96,51 +96,9 @@ class HttpClassifier(HttpRules):
 
 
 # ------------------------------------------------------------------------------- request bodies
-@dataclass(slots=True)
-class Replay:
-    """How a request body is sent again: ``ok`` says whether it can be; ``rewind`` restores a file."""
-
-    ok: bool
-    rewind: Callable[[], None] | None = None
-
-
 def body_replay(request: httpx.Request) -> Replay:
-    """Whether (and how) ``request``'s body can be sent again exactly."""
-    stream: Any = request.stream
-    if isinstance(stream, httpx.ByteStream):
-        return Replay(True)
-    inner = getattr(stream, "_stream", None)
-    if inner is not None and hasattr(inner, "read") and hasattr(inner, "seek"):
-        if inspect.iscoroutinefunction(inner.seek) or inspect.iscoroutinefunction(inner.tell):
-            # An async file (anyio.open_file, trio.open_file): rewind the file it wraps, whose
-            # tell() and seek() answer at once; an async file-like object without one is not replayed.
-            inner = getattr(inner, "wrapped", None)
-            if inner is None or inspect.iscoroutinefunction(getattr(inner, "seek", None)):
-                return Replay(False)
-        try:
-            if not inner.seekable():
-                return Replay(False)
-            position = inner.tell()
-        except (OSError, ValueError, AttributeError):
-            return Replay(False)
-        if type(position) is not int:
-            return Replay(False)  # not a position we know how to return to
-        return Replay(True, lambda: inner.seek(position))
-    fields = getattr(stream, "fields", None)
-    if fields is not None:  # multipart: httpx rewinds seekable file fields itself
-        for item in fields:
-            file = getattr(item, "file", None)
-            if file is not None and not (hasattr(file, "seek") and _seekable(file)):
-                return Replay(False)
-        return Replay(True)
-    return Replay(False)
-
-
-def _seekable(file: Any) -> bool:
-    try:
-        return bool(file.seekable())
-    except (OSError, ValueError, AttributeError):
-        return False
+    """Whether (and how) ``request``'s body can be sent again exactly (see :func:`replay_of`)."""
+    return replay_of(request.stream, in_memory=type(request.stream) is httpx.ByteStream)
 
 
 class PrefixedStream(httpx.AsyncByteStream, httpx.SyncByteStream):

@@ -32,6 +32,7 @@ from .._exceptions import (
     RetryCapacityExceeded,
 )
 from .._exceptions import CircuitOpenError as _CircuitOpenError  # the class below has its name
+from .._http._errors import twin_of
 
 __all__ = [
     "AttemptTimeoutError",
@@ -88,14 +89,7 @@ def as_httpx_error(error: AsyncRetryError, request: httpx.Request) -> AsyncRetry
     dual = _AS_HTTPX.get(type(error))
     if dual is None:
         return error  # already one of the classes above, or an error of another class
-    twin = dual.__new__(dual)
-    twin.args = error.args
-    twin.__dict__.update(vars(error))
-    notes = getattr(error, "__notes__", None)
-    if notes is not None:
-        twin.__notes__ = list(notes)
-    twin.__cause__, twin.__context__ = error.__cause__, error.__context__
-    twin.__suppress_context__ = error.__suppress_context__
+    twin = twin_of(error, dual)
     assert isinstance(twin, httpx.HTTPError)
     twin.request = request
-    return twin.with_traceback(error.__traceback__)
+    return twin

@@ -29,7 +29,7 @@ async def fetch(client: httpx.AsyncClient, method: str, url: httpx.URL | str, **
     Raises:
         TypeError: the client's transport is not an :class:`AsyncRetryTransport`.
     """
-    from ._transport import AsyncRetryTransport
+    from ._async._transport import AsyncRetryTransport
 
     transport = getattr(client, "_transport", None)
     if not isinstance(transport, AsyncRetryTransport):

@@ -16,8 +16,9 @@ import anyio
 import httpx
 
 from .._http._body import decode_bounded
+from .._http._streams import Remaining
 from ._classify import PrefixedStream
-from ._streams import Remaining, Stalled
+from ._streams import Stalled
 
 __all__ = ["peek_async", "peek_sync"]
 
@@ -68,8 +69,9 @@ async def peek_async(response: httpx.Response, limit: int, budget: float) -> Pee
     return _peeked(response, raw, None if finished else Remaining(iterator, stream), limit)
 
 
-def peek_sync(response: httpx.Response, limit: int) -> Peeked:
-    """:func:`peek_async` for a blocking stream, within httpx's own read timeout."""
+def peek_sync(response: httpx.Response, limit: int, budget: float) -> Peeked:
+    """:func:`peek_async` for a blocking stream, within httpx's own read timeout (``budget`` is not used: a
+    blocking read cannot be given a budget of its own)."""
     chunks: list[bytes] = []
     size = 0
     stream = response.stream

@@ -12,15 +12,14 @@ import httpx
 
 from .. import HedgingConfig, Outcome, RetryPolicy, parse_overrides
 from .._http._overrides import choose_hedging
-from ._classify import HttpClassifier, Replay, body_replay
+from .._http._replay import REPLAYABLE, Replay, replay_of
+from ._classify import HttpClassifier
 from ._report import EXTENSION, describe
 
 __all__ = ["WHERE", "Plan", "plan_request"]
 
 WHERE = f"request.extensions[{EXTENSION!r}]"
 """How users write a request's overrides, for messages."""
-
-_REPLAYABLE = Replay(True)
 
 
 class Plan:
@@ -104,7 +103,8 @@ def plan_request(
     plan.read_body = read_body
     # A body of bytes (every request without a body too) is sent again as it is; anything else is
     # looked at now, before the first send moves a file's position.
-    plan.replay = _REPLAYABLE if type(request.stream) is httpx.ByteStream else body_replay(request)
+    in_memory = type(request.stream) is httpx.ByteStream
+    plan.replay = REPLAYABLE if in_memory else replay_of(request.stream, in_memory=False)
     given = request.extensions.get(EXTENSION)
     if given is not None:
         overrides = parse_overrides(given, WHERE)

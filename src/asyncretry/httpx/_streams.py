@@ -1,4 +1,4 @@
-"""The streams of responses a transport has looked into: the rest of a peeked body, a stalled one, and closing.
+"""The streams of responses a transport has looked into: a stalled error body, and closing.
 
 Private to :mod:`asyncretry.httpx`: the transports put the bytes they read back in front of these.
 """
@@ -13,7 +13,7 @@ import httpx
 
 from ._classify import PrefixedStream
 
-__all__ = ["Remaining", "Stalled", "discard"]
+__all__ = ["Stalled", "discard", "discard_sync"]
 
 
 async def discard(response: httpx.Response | None) -> None:
@@ -29,25 +29,10 @@ async def discard(response: httpx.Response | None) -> None:
         await response.aclose()
 
 
-class Remaining:
-    """The rest of a partly read stream (the iterator already started) and its closer."""
-
-    def __init__(self, iterator: Any, stream: Any) -> None:
-        self._iterator = iterator
-        self._stream = stream
-
-    async def __aiter__(self) -> Any:
-        async for chunk in self._iterator:
-            yield chunk
-
-    def __iter__(self) -> Any:
-        yield from self._iterator
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    def close(self) -> None:
-        self._stream.close()
+def discard_sync(response: httpx.Response | None) -> None:
+    """Close a response nobody will read (a retried one), in the sync transport."""
+    if response is not None:
+        response.close()
 
 
 class Stalled:

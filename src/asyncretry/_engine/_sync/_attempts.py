@@ -1,4 +1,5 @@
-# Generated from src/asyncretry/_engine/_async/_attempts.py by tools/generate.py: edit that file, then run `python tools/generate.py`.
+# Generated from src/asyncretry/_engine/_async/_attempts.py by tools/generate.py:
+# edit that file, then run `python tools/generate.py`.
 """The driver of one call: a loop of a dozen lines around the decision core, written once.
 
 ``start`` waits for what the next attempt needs (the backoff, quota tokens in the quota's waiting mode, the

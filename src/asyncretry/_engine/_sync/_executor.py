@@ -1,4 +1,5 @@
-# Generated from src/asyncretry/_engine/_async/_executor.py by tools/generate.py: edit that file, then run `python tools/generate.py`.
+# Generated from src/asyncretry/_engine/_async/_executor.py by tools/generate.py:
+# edit that file, then run `python tools/generate.py`.
 """The executor: what a driver does when an attempt ends, for parts in process and parts on a server.
 
 The decision core (:class:`~asyncretry._engine._call.Call`) decides from its arguments alone; :func:`settle`

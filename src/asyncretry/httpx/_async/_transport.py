@@ -1,9 +1,10 @@
-"""`AsyncRetryTransport` and `RetryTransport`: every request of an httpx client made resilient.
+"""`AsyncRetryTransport`: every request of an httpx client made resilient.
 
-Both wrap another transport (default: httpx's own, built from the options given) and drive each request
-through the retry engine, as one loop over its public integration API: ``Retrier.attempts()`` starts
-the call, ``start()`` begins each attempt (waiting for what it needs), ``async with attempt`` judges and
-settles it. A 503 then a 200::
+Written once for both I/O modes: the async transport is the source, and ``tools/generate.py`` writes the
+sync one from it. It wraps another transport (default: httpx's own, built from the options
+given) and drives each request through the retry engine, as one loop over its public integration API:
+``Retrier.attempts()`` starts the call, ``start()`` begins each attempt (waiting for what it needs),
+``async with attempt`` judges and settles it. A 503 then a 200::
 
     transport                                   engine
     ---------                                   ------
@@ -22,51 +23,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
-from .. import (
+from ... import (
     AsyncRetryError,
     Attempt,
     Attempts,
     Clock,
-    HedgingConfig,
     Outcome,
     OutcomeKind,
     RandomSource,
     Retrier,
     RetrierStatistics,
     RetryPolicy,
-    SyncAttempts,
 )
-from .._http._rules import read_headers
-from .._http._setup import build_retrier, check_options, error_body_budget
-from ._classify import HttpClassifier
-from ._detached import send_detached
-from ._errors import as_httpx_error
-from ._peek import peek_async, peek_sync
-from ._plan import Plan, plan_request
-from ._report import EXTENSION, RetryInfo, describe, retry_info, scope_by_origin
-from ._streams import discard
+from ..._http._rules import read_headers
+from ..._http._setup import build_retrier, check_options, checked_classifier, error_body_budget
+from .._classify import HttpClassifier
+from .._errors import as_httpx_error
+from .._modes import check_async_policy, send_hedged
+from .._peek import peek_async
+from .._plan import Plan, plan_request
+from .._report import EXTENSION, RetryInfo, scope_by_origin
+from .._streams import discard
 
-__all__ = [
-    "EXTENSION", "AsyncRetryTransport", "RetryInfo", "RetryTransport", "describe", "retry_info", "scope_by_origin",
-]
+__all__ = ["AsyncRetryTransport"]
 
 _SUCCESS = OutcomeKind.SUCCESS
 
 ScopeKey = Callable[[httpx.Request], str]
 
 
-_SYNC_HEDGING = (
-    "hedging sends attempts concurrently, which the synchronous RetryTransport cannot do: use AsyncRetryTransport, "
-    "or a policy without hedging"
-)
-
-
 class _Base:
-    """What the async and sync transports share: configuration, the per-request plan, judging responses."""
+    """What every transport has: configuration, the per-request plan, judging responses."""
 
     def __init__(
         self,
@@ -91,9 +82,7 @@ class _Base:
             policy=policy, retrier=retrier, clock=clock, rng=rng, name=name, max_scopes=max_scopes,
             scope_idle_timeout=scope_idle_timeout,
         )
-        self.classifier = classifier if classifier is not None else HttpClassifier()
-        if not isinstance(self.classifier, HttpClassifier):
-            raise TypeError(f"classifier must be an HttpClassifier, got {classifier!r}")
+        self.classifier = checked_classifier(classifier, HttpClassifier, "an HttpClassifier")
         self._scope_key = scope_key if scope_key is not None else scope_by_origin
         self._wall_clock = wall_clock if wall_clock is not None else time.time
         self._single: RetryPolicy | None = None
@@ -140,10 +129,10 @@ class _Base:
         return outcome
 
 
-def _answered(response: httpx.Response | None, attempts: Attempts | SyncAttempts) -> httpx.Response:
+def _answered(response: httpx.Response | None, call: Attempts) -> httpx.Response:
     """The response a call ended with, carrying its :class:`RetryInfo`."""
     assert response is not None
-    response.extensions[EXTENSION] = RetryInfo(attempts)
+    response.extensions[EXTENSION] = RetryInfo(call)
     return response
 
 
@@ -155,17 +144,14 @@ def _refused(error: BaseException, request: httpx.Request) -> AsyncRetryError:
     return as_httpx_error(error, request)
 
 
-T = TypeVar("T", httpx.AsyncBaseTransport, httpx.BaseTransport)
-
-
-def _inner(transport: T | None, options: dict[str, Any], kind: type[T], build: Callable[..., T], what: str) -> T:
+def _inner(transport: httpx.AsyncBaseTransport | None, options: dict[str, Any]) -> httpx.AsyncBaseTransport:
     """The transport that really sends: the one given (of the right kind), or one built from httpx's options."""
     if transport is None:
-        return build(**options)
+        return httpx.AsyncHTTPTransport(**options)
     if options:
         raise TypeError(f"pass either transport or the options of the transport to build ({sorted(options)}), not both")
-    if not isinstance(transport, kind):
-        raise TypeError(f"transport must be an httpx.{kind.__name__} ({what}), got {transport!r}")
+    if not isinstance(transport, httpx.AsyncBaseTransport):
+        raise TypeError(f"transport must be an httpx.AsyncBaseTransport (an async transport), got {transport!r}")
     return transport
 
 
@@ -178,6 +164,12 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
     httpx ignores a client's transport options (``verify``, ``cert``, ``http2``, ``limits``, ``proxy``
     ...) when a custom transport is given: pass them here instead, and they configure the
     ``httpx.AsyncHTTPTransport`` built underneath.
+
+    The sync transport (``RetryTransport``, for ``httpx.Client``) takes the same arguments and makes the
+    same engine decisions (:meth:`Retrier.sync_attempts`); its waits block the calling thread. It is safe
+    to share between threads (decisions on shared state are taken under a lock). It refuses a policy with
+    ``attempt_timeout`` (use httpx's own timeouts in sync code), with hedging, or with an async
+    ``on_give_up`` hook, and reads an error body within httpx's own read timeout.
 
     Args:
         transport: the transport that really sends (default ``httpx.AsyncHTTPTransport(**transport_options)``).
@@ -237,63 +229,47 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             wall_clock=wall_clock, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout, name=name,
             read_body=read_body, error_body_timeout=error_body_timeout,
         )
-        self._transport = _inner(
-            transport, transport_options, httpx.AsyncBaseTransport, httpx.AsyncHTTPTransport, "an async transport"
-        )
+        check_async_policy(self.policy)
+        self._transport = _inner(transport, transport_options)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
-        attempts = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
         if plan.hedging is not None:
-            return await self._hedged(request, plan, attempts, plan.hedging)
+            return _answered(*await send_hedged(self, request, plan, plan.hedging))
+        call = self.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
         # A retried response is kept until the next attempt begins: if the call is refused that attempt
         # (an empty quota, an open breaker ...), it ends with that response, its last real outcome.
         response: httpx.Response | None = None
         try:
-            while (attempt := await attempts.start()) is not None:
+            while (attempt := await call.start()) is not None:
                 if attempt.number > 1:
                     await discard(response)
                     plan.rewind()
                 response = None
                 async with attempt:
-                    response = await self._send(attempt, request, plan, attempts)
-                if attempts.done:
+                    response = await self._send(attempt, request, plan, call, self._transport)
+                if call.done:
                     break
         except BaseException as error:
             await discard(response)
             refused = _refused(error, request)
         else:
-            return _answered(response, attempts)
+            return _answered(response, call)
         raise refused  # also an httpx.HTTPError; raised here, outside the handler of the original
 
-    async def _hedged(
-        self, request: httpx.Request, plan: Plan, attempts: Attempts, config: HedgingConfig
-    ) -> httpx.Response:
-        """The request with hedges: the same sends, raced; every losing or failed response is closed."""
-        # Hedging cancels sends routinely: through httpcore's pool, each send runs detached, never cancelled while
-        # it waits for a connection (see _detached: cancelled there, the pool loses the connection for good).
-        detached = isinstance(self._transport, httpx.AsyncHTTPTransport)
-        try:
-            response = await attempts.hedged(
-                config, lambda attempt: self._send(attempt, request, plan, attempts, detached=detached), discard
-            )
-        except AsyncRetryError as error:
-            refused = as_httpx_error(error, request)
-        else:
-            return _answered(response, attempts)
-        raise refused
-
     async def _send(
-        self, attempt: Attempt, request: httpx.Request, plan: Plan, attempts: Attempts, *, detached: bool = False,
+        self,
+        attempt: Attempt,
+        request: httpx.Request,
+        plan: Plan,
+        call: Attempts,
+        transport: httpx.AsyncBaseTransport,
     ) -> httpx.Response:
-        """One attempt: send (in a task of its own if ``detached``), judge the response (marking the attempt),
-        classify any error, re-raise it."""
+        """One attempt through ``transport``: send, judge the response (marking the attempt), classify any
+        error, re-raise it."""
         response = None
         try:
-            if detached:
-                response = await send_detached(self._transport, request)
-            else:
-                response = await self._transport.handle_async_request(request)
+            response = await transport.handle_async_request(request)
             if self.classifier.plain_success(response.status_code) and not plan.read_body:
                 return response  # a plain success: nothing to read, nothing to mark
             headers = read_headers(response.headers.raw)
@@ -302,7 +278,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
                 try:
                     body = self._in_memory(response)
                 except httpx.ResponseNotRead:  # still a stream (a real connection): read its start
-                    response, body = await self._peek_body(response, attempts)
+                    response, body = await self._peek_body(response, call)
             outcome = self._judge(attempt, response, body, headers)
             if plan.read_body and outcome.kind is _SUCCESS:
                 await response.aread()
@@ -317,9 +293,10 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
             raise
         return response
 
-    async def _peek_body(self, response: httpx.Response, attempts: Attempts) -> tuple[httpx.Response, bytes | None]:
-        """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout``, kept for the caller."""
-        budget = error_body_budget(self.error_body_timeout, attempts.remaining(self.retrier.clock.now()))
+    async def _peek_body(self, response: httpx.Response, call: Attempts) -> tuple[httpx.Response, bytes | None]:
+        """Read up to ``max_error_body`` bytes of an error body within ``error_body_timeout`` (a blocking read:
+        within httpx's own read timeout), kept for the caller."""
+        budget = error_body_budget(self.error_body_timeout, call.remaining(self.retrier.clock.now()))
         return await peek_async(response, self.classifier.max_error_body, budget)
 
     @property
@@ -331,118 +308,4 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         await self._transport.aclose()
 
     def __repr__(self) -> str:
-        return f"<AsyncRetryTransport {self.retrier!r} over {type(self._transport).__name__}>"
-
-
-class RetryTransport(_Base, httpx.BaseTransport):
-    """The synchronous twin of :class:`AsyncRetryTransport`, for ``httpx.Client``.
-
-    The same engine decisions (:meth:`Retrier.sync_attempts`); waits block the calling thread. Safe to
-    share between threads: decisions on shared state are taken under a lock. A policy with
-    ``attempt_timeout`` is refused (use httpx's own timeouts in sync code) and so is an async
-    ``on_give_up`` hook. An error body is read within httpx's own read timeout.
-
-    Args: as :class:`AsyncRetryTransport` (``transport`` defaults to ``httpx.HTTPTransport(**transport_options)``).
-    """
-
-    def __init__(
-        self,
-        transport: httpx.BaseTransport | None = None,
-        *,
-        policy: RetryPolicy | None = None,
-        retrier: Retrier | None = None,
-        classifier: HttpClassifier | None = None,
-        scope_key: ScopeKey | None = None,
-        clock: Clock | None = None,
-        rng: RandomSource | None = None,
-        wall_clock: Callable[[], float] | None = None,
-        max_scopes: int = 10_000,
-        scope_idle_timeout: float = 600.0,
-        name: str = "httpx",
-        read_body: bool = False,
-        error_body_timeout: float = 0.25,
-        **transport_options: Any,
-    ) -> None:
-        super().__init__(
-            policy=policy, retrier=retrier, classifier=classifier, scope_key=scope_key, clock=clock, rng=rng,
-            wall_clock=wall_clock, max_scopes=max_scopes, scope_idle_timeout=scope_idle_timeout, name=name,
-            read_body=read_body, error_body_timeout=error_body_timeout,
-        )
-        if self.policy.attempt_timeout is not None:
-            raise ValueError(
-                "attempt_timeout cannot be enforced in synchronous code; set httpx timeouts instead "
-                f"(got attempt_timeout={self.policy.attempt_timeout})"
-            )
-        if self.policy.on_give_up_is_async:
-            raise ValueError("on_give_up must be a plain function for the synchronous RetryTransport")
-        if self.policy.hedging is not None:
-            raise ValueError(_SYNC_HEDGING)
-        self._transport = _inner(
-            transport, transport_options, httpx.BaseTransport, httpx.HTTPTransport, "a sync transport"
-        )
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        plan = self._plan(request)
-        if plan.hedging is not None:
-            raise ValueError(_SYNC_HEDGING)
-        attempts = self.retrier.sync_attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
-        response: httpx.Response | None = None  # kept until the next attempt begins, as in the async transport
-        try:
-            while (attempt := attempts.start()) is not None:
-                if attempt.number > 1:
-                    if response is not None:
-                        response.close()
-                    plan.rewind()
-                response = None
-                with attempt:
-                    response = self._send(attempt, request, plan)
-                if attempts.done:
-                    break
-        except BaseException as error:
-            if response is not None:
-                response.close()
-            refused = _refused(error, request)
-        else:
-            return _answered(response, attempts)
-        raise refused
-
-    def _send(self, attempt: Attempt, request: httpx.Request, plan: Plan) -> httpx.Response:
-        response = None
-        try:
-            response = self._transport.handle_request(request)
-            if self.classifier.plain_success(response.status_code) and not plan.read_body:
-                return response
-            headers = read_headers(response.headers.raw)
-            body = None
-            if self.classifier.wants_error_body(response.status_code, headers):
-                try:
-                    body = self._in_memory(response)
-                except httpx.ResponseNotRead:
-                    response, body = self._peek_body(response)
-            outcome = self._judge(attempt, response, body, headers)
-            if plan.read_body and outcome.kind is _SUCCESS:
-                response.read()
-        except Exception as error:
-            if response is not None:
-                response.close()
-            classified = self.classifier.error_outcome(error)
-            if classified is not None:
-                attempt.classify_error(classified)
-            raise
-        return response
-
-    def _peek_body(self, response: httpx.Response) -> tuple[httpx.Response, bytes | None]:
-        """As the async transport's, within httpx's own read timeout (a blocking read has no budget of its own)."""
-        return peek_sync(response, self.classifier.max_error_body)
-
-    @property
-    def inner(self) -> httpx.BaseTransport:
-        """The transport that really sends (the one given, or the one built from the options)."""
-        return self._transport
-
-    def close(self) -> None:
-        self._transport.close()
-
-    def __repr__(self) -> str:
-        return f"<RetryTransport {self.retrier!r} over {type(self._transport).__name__}>"
-
+        return f"<{type(self).__name__} {self.retrier!r} over {type(self._transport).__name__}>"

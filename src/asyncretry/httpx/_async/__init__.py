@@ -1,0 +1,2 @@
+"""The transport of one I/O mode: ``_async`` is written by hand, ``_sync`` is generated from it by
+``tools/generate.py`` (unasync), so that every rule of the request loop is written once."""
