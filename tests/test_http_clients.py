@@ -1,7 +1,7 @@
 """One behavioural specification, every HTTP client: the same cases run through each integration.
 
-Each case sends requests through one client with asyncretry in it (the httpx transports, async and sync,
-and the aiohttp middleware) to the project's fault-injecting server on 127.0.0.1, and states what must
+Each case sends requests through one client with asyncretry in it (the httpx and httpx2 transports, async
+and sync, and the aiohttp middleware) to the project's fault-injecting server on 127.0.0.1, and states what must
 happen whatever the client: the same retries, the same refusals to replay, the same reading of
 ``Retry-After``, the same report on the response, the client's own error class (with the history) on
 failure, and every connection given back. The sync httpx client runs in a worker thread; aiohttp runs on
@@ -13,16 +13,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import anyio
 import anyio.to_thread
 import httpx
+import httpx2
 import pytest
 
 import asyncretry.aiohttp
 import asyncretry.httpx
+import asyncretry.httpx2
 from asyncretry import FixedBackoff, RetryPolicy, history_of
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
 from asyncretry.httpx import RetryInfo
@@ -64,36 +66,40 @@ async def _streamed(chunks: list[bytes]) -> AsyncIterator[bytes]:
 
 
 class HttpxClient:
-    error: type[Exception] = httpx.HTTPError
+    """httpx's or httpx2's async client over asyncretry's transport (``package``: the module, ``integration``:
+    asyncretry's integration for it)."""
 
-    def __init__(self, policy: RetryPolicy) -> None:
-        transport = asyncretry.httpx.AsyncRetryTransport(httpx.AsyncHTTPTransport(), policy=policy)
-        self._client = httpx.AsyncClient(transport=transport, timeout=TIMEOUT)
+    def __init__(self, policy: RetryPolicy, package: Any = httpx, integration: Any = asyncretry.httpx) -> None:
+        self.error: type[Exception] = package.HTTPError
+        self._integration = integration
+        transport = integration.AsyncRetryTransport(package.AsyncHTTPTransport(), policy=policy)
+        self._client = package.AsyncClient(transport=transport, timeout=TIMEOUT)
 
     async def send(
         self, method: str, url: str, headers: dict[str, str], body: bytes | list[bytes] | None = None
     ) -> Answer:
         content = _streamed(body) if isinstance(body, list) else body
         resp = await self._client.request(method, url, headers=headers, content=content)
-        return Answer(resp.status_code, await resp.aread(), asyncretry.httpx.retry_info(resp))
+        return Answer(resp.status_code, await resp.aread(), self._integration.retry_info(resp))
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
 
 class SyncHttpxClient:
-    """The sync transport, called from a worker thread so that the test's event loop goes on."""
+    """httpx's or httpx2's sync client over the sync transport, called from a worker thread so that the
+    test's event loop goes on."""
 
-    error: type[Exception] = httpx.HTTPError
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        transport = asyncretry.httpx.RetryTransport(httpx.HTTPTransport(), policy=policy)
-        self._client = httpx.Client(transport=transport, timeout=TIMEOUT)
+    def __init__(self, policy: RetryPolicy, package: Any = httpx, integration: Any = asyncretry.httpx) -> None:
+        self.error: type[Exception] = package.HTTPError
+        self._integration = integration
+        transport = integration.RetryTransport(package.HTTPTransport(), policy=policy)
+        self._client = package.Client(transport=transport, timeout=TIMEOUT)
 
     def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | list[bytes] | None) -> Answer:
         content = iter(body) if isinstance(body, list) else body
         resp = self._client.request(method, url, headers=headers, content=content)
-        return Answer(resp.status_code, resp.read(), asyncretry.httpx.retry_info(resp))
+        return Answer(resp.status_code, resp.read(), self._integration.retry_info(resp))
 
     async def send(
         self, method: str, url: str, headers: dict[str, str], body: bytes | list[bytes] | None = None
@@ -125,6 +131,8 @@ class AiohttpClient:
 CLIENTS: dict[str, Callable[[RetryPolicy], Client]] = {
     "httpx": HttpxClient,
     "httpx-sync": SyncHttpxClient,
+    "httpx2": partial(HttpxClient, package=httpx2, integration=asyncretry.httpx2),
+    "httpx2-sync": partial(SyncHttpxClient, package=httpx2, integration=asyncretry.httpx2),
     "aiohttp": AiohttpClient,
 }
 PAIRS = [(name, backend) for name in CLIENTS for backend in ("asyncio", "trio")

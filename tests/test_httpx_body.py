@@ -42,15 +42,15 @@ def encoded(encoding: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("encoding", "raw"),
     [
-        ("gzip", gzip.compress(DOCUMENT)),
-        ("x-gzip", gzip.compress(DOCUMENT)),
-        ("GZip", gzip.compress(DOCUMENT)),
+        ("gzip", gzip.compress(DOCUMENT, mtime=0)),
+        ("x-gzip", gzip.compress(DOCUMENT, mtime=0)),
+        ("GZip", gzip.compress(DOCUMENT, mtime=0)),
         ("deflate", zlib.compress(DOCUMENT)),
         ("deflate", raw_deflate(DOCUMENT)),  # what some servers call deflate; httpx reads it too
         ("identity", DOCUMENT),
         ("", DOCUMENT),
-        ("gzip, deflate", zlib.compress(gzip.compress(DOCUMENT))),  # applied in order, undone in reverse
-        ("deflate , identity,gzip", gzip.compress(zlib.compress(DOCUMENT))),
+        ("gzip, deflate", zlib.compress(gzip.compress(DOCUMENT, mtime=0))),  # applied in order, undone in reverse
+        ("deflate , identity,gzip", gzip.compress(zlib.compress(DOCUMENT), mtime=0)),
     ],
 )
 def test_supported_encodings_are_decoded(encoding: str, raw: bytes) -> None:
@@ -61,12 +61,12 @@ def test_supported_encodings_are_decoded(encoding: str, raw: bytes) -> None:
 def test_repeated_content_encoding_headers_stack() -> None:
     """Two Content-Encoding headers are one stack, as httpx.Headers joins them."""
     headers = httpx.Headers([(b"Content-Encoding", b"gzip"), (b"Content-Encoding", b"deflate")])
-    assert decode_bounded(headers, zlib.compress(gzip.compress(DOCUMENT)), 1024) == DOCUMENT
+    assert decode_bounded(headers, zlib.compress(gzip.compress(DOCUMENT, mtime=0)), 1024) == DOCUMENT
 
 
 def test_the_limit_is_inclusive() -> None:
     """A body of exactly ``limit`` decoded bytes is returned; one byte more is None."""
-    raw = gzip.compress(DOCUMENT)
+    raw = gzip.compress(DOCUMENT, mtime=0)
     assert decode_bounded(encoded("gzip"), raw, len(DOCUMENT)) == DOCUMENT
     assert decode_bounded(encoded("gzip"), raw, len(DOCUMENT) - 1) is None
     assert decode_bounded({}, DOCUMENT, len(DOCUMENT) - 1) is None
@@ -76,16 +76,16 @@ def test_the_limit_is_inclusive() -> None:
 @pytest.mark.parametrize("encoding", ["br", "zstd", "compress", "gzip, br", "gzip;q=1", "\u00e9"])
 def test_encodings_not_decoded_here_give_none(encoding: str) -> None:
     """br and zstd (no decoder in this environment), compress and unknown tokens give None, not raw bytes."""
-    assert decode_bounded(encoded(encoding), gzip.compress(DOCUMENT), 1 << 20) is None
+    assert decode_bounded(encoded(encoding), gzip.compress(DOCUMENT, mtime=0), 1 << 20) is None
 
 
 @pytest.mark.parametrize(
     ("encoding", "raw"),
     [
         ("gzip", b"not gzip at all"),
-        ("gzip", gzip.compress(DOCUMENT)[:10] + b"\xff" * 20),
+        ("gzip", gzip.compress(DOCUMENT, mtime=0)[:10] + b"\xff" * 20),
         ("deflate", b"\xff\xfe\xfd"),
-        ("gzip, gzip", gzip.compress(DOCUMENT)),  # only one layer is really there
+        ("gzip, gzip", gzip.compress(DOCUMENT, mtime=0)),  # only one layer is really there
     ],
 )
 def test_corrupt_data_gives_none(encoding: str, raw: bytes) -> None:
@@ -95,7 +95,7 @@ def test_corrupt_data_gives_none(encoding: str, raw: bytes) -> None:
 
 def test_truncated_data_gives_what_it_holds_as_httpx_does() -> None:
     """A gzip body cut short decodes to its start, exactly what httpx hands the caller."""
-    raw = gzip.compress(DOCUMENT * 20)[:-30]
+    raw = gzip.compress(DOCUMENT * 20, mtime=0)[:-30]
     by_httpx = httpx.Response(400, headers=encoded("gzip"), content=raw).content
     assert decode_bounded(encoded("gzip"), raw, 1 << 20) == by_httpx
     assert DOCUMENT.startswith(by_httpx[: len(DOCUMENT)])
@@ -117,7 +117,7 @@ def test_a_gzip_bomb_is_refused_in_bounded_memory() -> None:
 
 def test_a_stacked_bomb_is_refused_in_bounded_memory() -> None:
     """A bomb inside a bomb (gzip of gzip) is cut at each layer (at most twice the limit in between)."""
-    bomb = gzip.compress(gzip_bomb(), 9)
+    bomb = gzip.compress(gzip_bomb(), 9, mtime=0)
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
