@@ -331,7 +331,7 @@ async def engine_floor(calls: int, rounds: int) -> Floor:
     parts = (
         Part("the empty async for / async with protocol", best["frame"] - best["bare"]),
         Part("two clock reads (the attempt's start and end)", _per_call(lambda: (clock.now(), clock.now()), n, rounds)),
-        Part("the per-call and per-attempt objects", _per_call(lambda: (retrier.attempts(), Attempt()), n, rounds)),
+        Part("the per-call and per-attempt objects", _per_call(lambda: Attempt(retrier.attempts()), n, rounds)),
         Part("the quota's success refund (SPEC 1.1), quota full", _per_call(lambda: quota.release(1), n, rounds)),
         Part("the event check (AttemptFinished)", _per_call(lambda: events.wants(AttemptFinished), n, rounds)),
         Part("the retrier's counters (calls, attempts, successes)", _per_call(counters, n, rounds)),

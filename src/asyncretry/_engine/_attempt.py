@@ -38,15 +38,18 @@ class Attempt:
         result: set it to the attempt's result so that the policy's ``retry_if_result`` can judge it.
     """
 
-    # One is made per attempt; the fields that start at a constant are class attributes.
-    number: int = 1
-    delay_before: float = 0.0
-    result: Any = NOT_SET
-    _marked: Outcome | None = None
-    _cancel: anyio.CancelScope | None = None
-    _started: float = -1.0  # read from the clock on entry (set earlier when already known)
+    __slots__ = ("_attempts", "_cancel", "_marked", "_started", "delay_before", "number", "result")
 
-    _attempts: Attempts | SyncAttempts  # set by the driver that makes it
+    def __init__(
+        self, attempts: Attempts | SyncAttempts, number: int = 1, delay_before: float = 0.0, started: float = -1.0
+    ) -> None:
+        self._attempts = attempts  # the driver of the call it belongs to
+        self.number = number
+        self.delay_before = delay_before
+        self.result: Any = NOT_SET
+        self._marked: Outcome | None = None
+        self._cancel: anyio.CancelScope | None = None
+        self._started = started  # read from the clock on entry when not already known
 
     @property
     def started(self) -> float:

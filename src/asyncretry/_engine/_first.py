@@ -95,10 +95,7 @@ class FirstAttempt:
             raise RuntimeError("this first attempt has already ended")
         self._ended = math.nan  # the call's Attempts records it from now on
         call = Attempts(self.retrier, self.scope, self.policy, self.started, judge, label, begun=True)
-        attempt = Attempt()
-        attempt._attempts = call
-        attempt._started = self.started
-        return call, attempt
+        return call, Attempt(call, started=self.started)
 
     # -------------------------------------------------------- the record of the finished call
     @property

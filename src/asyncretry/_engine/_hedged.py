@@ -228,12 +228,9 @@ class _Race(Generic[T]):
         now = retrier.clock.now()
         if remaining(call, now) == 0.0 or not self.state.admit(call.scope, now):
             return False
-        attempt = Attempt()
-        attempt._attempts = lead._attempts
-        attempt.number = call.begin_hedge()
+        attempt = Attempt(lead._attempts, call.begin_hedge(), started=now)
         retrier._attempts += 1
         retrier._hedges += 1
-        attempt._started = now
         events = retrier.events
         if events.wants(HedgeSent):
             events.emit(HedgeSent(

@@ -37,9 +37,7 @@ def _begin_now(driver: Attempts) -> Attempt | None:
     call = driver._call
     if call.number or not call.scope.admit_first():
         return None
-    attempt = Attempt()
-    attempt._attempts = driver
-    attempt._started = call.started  # nothing was waited for: the attempt starts with the call
+    attempt = Attempt(driver, started=call.started)  # nothing was waited for: it starts with the call
     call.begin(0.0, 0)
     driver._retrier._attempts += 1
     return attempt
@@ -48,16 +46,12 @@ def _begin_now(driver: Attempts) -> Attempt | None:
 def _new_attempt(driver: Attempts, delay: float, probe: int) -> Attempt:
     """Begin the call's next attempt, slept ``delay`` seconds after the last (a half-open probe if ``probe``,
     the breaker's ticket, is not 0)."""
-    attempt = Attempt()
-    attempt._attempts = driver
     number = driver._call.begin(delay, probe)
     retrier = driver._retrier
     retrier._attempts += 1
     if number != 1:
         retrier._retries += 1  # counted when it happens, never when a refusal stops it first
-        attempt.number = number
-        attempt.delay_before = delay
-    return attempt
+    return Attempt(driver, number, delay if number != 1 else 0.0)
 
 
 class Attempts(AsyncWaits):
