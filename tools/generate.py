@@ -24,7 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,8 +128,7 @@ def _unasync(job: Unasync, files: dict[Path, str]) -> dict[Path, str]:
 
 def _unasync_text(text: str, replacements: Mapping[str, str]) -> str:
     """``text`` with, in its strings and comments, ``AsyncX`` class names as ``X`` and ``replacements`` made."""
-    names = [re.escape(name) for name in replacements]
-    words = re.compile(r"(?<![\w-])(?:" + "|".join([*names, r"Async(?=[A-Z])\w+"]) + r")(?![\w-])")
+    words = _words([*map(re.escape, replacements), r"Async(?=[A-Z])\w+"])
 
     def sync(match: re.Match[str]) -> str:
         word = match.group(0)
@@ -144,6 +143,12 @@ def _unasync_text(text: str, replacements: Mapping[str, str]) -> str:
 _TEXT_TOKENS = frozenset({"STRING", "COMMENT", "FSTRING_MIDDLE"})
 
 
+def _words(patterns: Iterable[str]) -> re.Pattern[str]:
+    """Any of ``patterns`` as a whole word: not a part of a longer name, nor of a hyphenated one
+    ("httpx-retries")."""
+    return re.compile(r"(?<![\w-])(?:" + "|".join(patterns) + r")(?![\w-])")
+
+
 def _rename_token(token: tokenize_rt.Token, replacements: Mapping[str, str], words: re.Pattern[str]) -> str:
     """A token's text with the names replaced: the whole token for a name, whole words in strings and comments."""
     if token.name == "NAME":
@@ -155,8 +160,7 @@ def _rename_token(token: tokenize_rt.Token, replacements: Mapping[str, str], wor
 
 def _rename(job: Rename, files: dict[Path, str], origins: dict[Path, Path]) -> dict[Path, str]:
     source, target = SRC / job.source, SRC / job.target
-    # A word is not a part of a longer name, a dotted module path's tail or a hyphenated name ("httpx-retries").
-    words = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, job.replacements)) + r")(?![\w-])")
+    words = _words(map(re.escape, job.replacements))
     out: dict[Path, str] = {}
     for path in sorted(p for p in files if p.is_relative_to(source) and p.suffix == ".py"):
         if path.relative_to(source).as_posix() in job.exclude:
