@@ -11,6 +11,7 @@ asyncio only, so it is not paired with trio (tests/test_aiohttp_middleware.py sh
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -135,6 +136,7 @@ CLIENTS: dict[str, Callable[[RetryPolicy], Client]] = {
     "httpx2-sync": partial(SyncHttpxClient, package=httpx2, integration=asyncretry.httpx2),
     "aiohttp": AiohttpClient,
 }
+Make = Callable[[RetryPolicy], AbstractAsyncContextManager[Client]]  # a client following a policy, to open
 PAIRS = [(name, backend) for name in CLIENTS for backend in ("asyncio", "trio")
          if not (name == "aiohttp" and backend == "trio")]
 
@@ -155,9 +157,19 @@ def app(server: FaultServer) -> FaultyApp:
     return fresh_app(server, ServerConfig(retry_after=1.0))
 
 
+@asynccontextmanager
+async def _opened(kind: str, policy: RetryPolicy) -> AsyncIterator[Client]:
+    """The client ``kind`` with asyncretry in it, following ``policy``, closed on leaving."""
+    client = CLIENTS[kind](policy)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
 @pytest.fixture
-def make(pair: tuple[str, str], server: FaultServer) -> Callable[[RetryPolicy], Client]:
-    return CLIENTS[pair[0]]
+def make(pair: tuple[str, str]) -> Make:
+    return partial(_opened, pair[0])
 
 
 def headers(request_id: str, faults: str, **extra: str) -> dict[str, str]:
@@ -165,59 +177,47 @@ def headers(request_id: str, faults: str, **extra: str) -> dict[str, str]:
 
 
 async def test_an_idempotent_request_survives_every_fault(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client]
+    server: FaultServer, app: FaultyApp, make: Make
 ) -> None:
     """A GET meeting a reset, a close, a 503, a 429 and a 500 in turn gets its 200 and a report of 6 attempts."""
-    client = make(POLICY)
-    try:
+    async with make(POLICY) as client:
         answer = await client.send("GET", server.url + "/items", headers("g1", "reset,close,503,429,500,ok"))
-    finally:
-        await client.aclose()
     assert answer.status == 200
     assert (answer.info.attempts, answer.info.gave_up) == (6, None)
     assert [r.fault for r in app.received()] == ["reset", "close", "503", "429", "500", "ok"]
 
 
 async def test_a_post_without_an_idempotency_key_is_sent_once(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client]
+    server: FaultServer, app: FaultyApp, make: Make
 ) -> None:
     """A POST answered 503 is the caller's answer, reported as not retryable; the server saw it once."""
-    client = make(POLICY)
-    try:
+    async with make(POLICY) as client:
         answer = await client.send("POST", server.url + "/orders", headers("p1", "503,ok"), b"order")
-    finally:
-        await client.aclose()
     assert answer.status == 503
     assert (answer.info.attempts, answer.info.gave_up) == (1, "not_retryable")
     assert app.arrivals("p1") == 1
 
 
 async def test_a_post_with_an_idempotency_key_is_retried_with_the_same_body(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client]
+    server: FaultServer, app: FaultyApp, make: Make
 ) -> None:
     """With an Idempotency-Key a POST is retried through a 503 and a reset, the same bytes each time."""
-    client = make(POLICY)
-    try:
+    async with make(POLICY) as client:
         answer = await client.send(
             "POST", server.url + "/orders", headers("p2", "503,reset,ok", **{"Idempotency-Key": "k2"}), b"order-2"
         )
-    finally:
-        await client.aclose()
     assert answer.status == 200
     assert answer.info.attempts == 3
     assert [r.body for r in app.received() if r.request_id == "p2"] == [b"order-2"] * 3
 
 
 async def test_a_post_cut_off_is_the_clients_own_error_with_its_history(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client]
+    server: FaultServer, app: FaultyApp, make: Make
 ) -> None:
     """A POST whose connection is reset may have been processed: the client's error, sent once, history attached."""
-    client = make(POLICY)
-    try:
+    async with make(POLICY) as client:
         with pytest.raises(Exception) as caught:
             await client.send("POST", server.url + "/orders", headers("p3", "reset,ok"), b"order")
-    finally:
-        await client.aclose()
     assert isinstance(caught.value, client.error)
     history = history_of(caught.value)
     assert history is not None
@@ -226,14 +226,11 @@ async def test_a_post_cut_off_is_the_clients_own_error_with_its_history(
 
 
 async def test_a_streamed_upload_is_never_sent_again(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client]
+    server: FaultServer, app: FaultyApp, make: Make
 ) -> None:
     """A PUT is idempotent, but a body streamed from a generator cannot be replayed: the 503 is the answer."""
-    client = make(POLICY)
-    try:
+    async with make(POLICY) as client:
         answer = await client.send("PUT", server.url + "/blob", headers("s1", "503,ok"), [b"a", b"b", b"c"])
-    finally:
-        await client.aclose()
     assert answer.status == 503
     assert answer.info.attempts == 1
     assert "cannot be replayed" in (answer.info.history.attempts[0].reason or "")
@@ -242,40 +239,33 @@ async def test_a_streamed_upload_is_never_sent_again(
 
 @pytest.mark.parametrize(("ceiling", "waited"), [(0.2, 0.2), (2.0, 1.0)])
 async def test_retry_after_is_followed_up_to_the_policys_ceiling(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client], ceiling: float, waited: float
+    server: FaultServer, app: FaultyApp, make: Make, ceiling: float, waited: float
 ) -> None:
     """A 429 with ``Retry-After: 1``: the retry waits what the server asked, or max_server_delay if less."""
-    client = make(POLICY.replace(max_server_delay=ceiling))
-    try:
+    async with make(POLICY.replace(max_server_delay=ceiling)) as client:
         answer = await client.send("GET", server.url + "/t", headers("r1", "429,ok"))
-    finally:
-        await client.aclose()
     assert answer.status == 200
     assert answer.info.history.attempts[0].delay_after == pytest.approx(waited)
 
 
 @pytest.mark.parametrize(("status", "sends"), [(500, 3), (502, 3), (503, 3), (429, 3), (400, 1), (404, 1), (501, 1)])
 async def test_statuses_are_classified_alike(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client], status: int, sends: int
+    server: FaultServer, app: FaultyApp, make: Make, status: int, sends: int
 ) -> None:
     """Transient and throttling statuses are retried, client errors and 501 are answers: the same for every client."""
     app.configure(retry_after=None)
-    client = make(POLICY.replace(max_attempts=3))
-    try:
+    async with make(POLICY.replace(max_attempts=3)) as client:
         answer = await client.send("GET", server.url + "/c", headers(f"c{status}", f"{status},{status},{status}"))
-    finally:
-        await client.aclose()
     assert answer.status == status
     assert answer.info.attempts == sends
     assert app.arrivals(f"c{status}") == sends
 
 
 async def test_a_dead_port_is_the_clients_own_error_every_time(
-    closed_port: int, make: Callable[[RetryPolicy], Client]
+    closed_port: int, make: Make
 ) -> None:
     """Nothing listens: each of 20 requests ends with the client's error, carrying every attempt."""
-    client = make(POLICY.replace(max_attempts=2))
-    try:
+    async with make(POLICY.replace(max_attempts=2)) as client:
         for n in range(20):
             with pytest.raises(Exception) as caught:
                 await client.send("GET", f"http://127.0.0.1:{closed_port}/{n}", headers(f"d{n}", "ok"))
@@ -283,33 +273,23 @@ async def test_a_dead_port_is_the_clients_own_error_every_time(
             history = history_of(caught.value)
             assert history is not None
             assert len(history.attempts) == 2
-    finally:
-        await client.aclose()
 
 
-async def test_every_connection_is_given_back(
-    server: FaultServer, app: FaultyApp, make: Callable[[RetryPolicy], Client]
-) -> None:
+async def test_every_connection_is_given_back(server: FaultServer, app: FaultyApp, make: Make) -> None:
     """100 GETs answered 503 then 200, 10 at a time: every discarded 503 is released; none stays open after."""
-    client = make(POLICY)
     statuses: list[int] = []
+    limit = anyio.CapacityLimiter(10)
+    async with make(POLICY) as client:
 
-    async def call(n: int) -> None:
-        statuses.append((await client.send("GET", server.url + f"/b/{n}", headers(f"b{n}", "503,ok"))).status)
+        async def call(n: int) -> None:
+            async with limit:
+                answer = await client.send("GET", server.url + f"/b/{n}", headers(f"b{n}", "503,ok"))
+            statuses.append(answer.status)
 
-    try:
         with anyio.fail_after(30):
-            limit = anyio.CapacityLimiter(10)
-
-            async def limited(n: int) -> None:
-                async with limit:
-                    await call(n)
-
             async with anyio.create_task_group() as tg:
                 for n in range(100):
-                    tg.start_soon(limited, n)
-    finally:
-        await client.aclose()
+                    tg.start_soon(call, n)
     assert statuses == [200] * 100
     with anyio.fail_after(5):
         while server.open_connections():
