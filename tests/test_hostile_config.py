@@ -1,9 +1,9 @@
 """Every public constructor either refuses a hostile value with a named error or builds an object that works.
 
 The parameters are found by introspection (``inspect.signature``) of every public class of ``asyncretry``,
-``asyncretry.httpx``, ``asyncretry.redis``, ``asyncretry.otel``, ``asyncretry.testing``, ``asyncretry.aiohttp``,
-``asyncretry.grpc`` and ``asyncretry.aws`` (and of the public functions that build a configured object, such as
-``asyncretry.otel.instrument`` or ``asyncretry.aws.install``), so a parameter added later
+``asyncretry.httpx``, ``asyncretry.httpx2``, ``asyncretry.redis``, ``asyncretry.otel``, ``asyncretry.testing``,
+``asyncretry.aiohttp``, ``asyncretry.grpc`` and ``asyncretry.aws`` (and of the public functions that build a
+configured object, such as ``asyncretry.otel.instrument`` or ``asyncretry.aws.install``), so a parameter added later
 is driven here without any change to this file; a public class added later fails
 ``test_every_public_class_is_covered`` until it is given a first use here (or named as not a setting).
 
@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 import trio.testing
 from hypothesis import given, settings
@@ -35,6 +36,7 @@ from hypothesis import strategies as st
 
 import asyncretry
 import asyncretry.httpx
+import asyncretry.httpx2
 import asyncretry.otel
 import asyncretry.redis
 import asyncretry.testing
@@ -61,7 +63,8 @@ NOT_SETTINGS = {
     *integrations.NOT_SETTINGS,
 }
 PUBLIC_MODULES = (
-    asyncretry, asyncretry.httpx, asyncretry.redis, asyncretry.otel, asyncretry.testing, *integrations.MODULES,
+    asyncretry, asyncretry.httpx, asyncretry.httpx2, asyncretry.redis, asyncretry.otel, asyncretry.testing,
+    *integrations.MODULES,
 )
 
 # The public functions that build a configured object from settings: driven like the constructors.
@@ -118,10 +121,6 @@ REQUIRED: dict[str, dict[str, Any]] = {
 }
 
 
-def _ok_response(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200)
-
-
 def _in_virtual_time(main: Callable[[], Awaitable[None]]) -> None:
     anyio.run(main, backend="trio", backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
 
@@ -171,16 +170,23 @@ def _use_budget(obj: asyncretry.RetryBudget) -> None:
     _in_virtual_time(main)
 
 
-def _use_async_transport(obj: asyncretry.httpx.AsyncRetryTransport) -> None:
+def _client_package(transport_class: Any) -> Any:
+    """The HTTP client package (httpx or httpx2) whose transports a retry transport class wraps."""
+    return httpx2 if transport_class.__module__.startswith("asyncretry.httpx2") else httpx
+
+
+def _use_async_transport(obj: Any) -> None:
+    package = _client_package(type(obj))
+
     async def send() -> None:
-        async with httpx.AsyncClient(transport=obj) as client:
+        async with package.AsyncClient(transport=obj) as client:
             await client.get("http://test.invalid/")
 
     _in_virtual_time(send)
 
 
-def _use_sync_transport(obj: asyncretry.httpx.RetryTransport) -> None:
-    with httpx.Client(transport=obj) as client:
+def _use_sync_transport(obj: Any) -> None:
+    with _client_package(type(obj)).Client(transport=obj) as client:
         client.get("http://test.invalid/")
 
 
@@ -354,9 +360,9 @@ def _defaults(name: str) -> dict[str, Any]:
     arguments = dict(REQUIRED.get(name, {}))
     if name in integrations.REQUIRED:
         arguments.update(integrations.REQUIRED[name]())
-    if name in ("AsyncRetryTransport", "RetryTransport"):
-        mock = httpx.MockTransport(_ok_response)
-        arguments["transport"] = mock
+    if name.endswith("RetryTransport"):
+        package = _client_package(CLASSES[name])
+        arguments["transport"] = package.MockTransport(lambda request: package.Response(200))
     return arguments
 
 
