@@ -233,7 +233,9 @@ def test_the_shared_balance_stays_within_zero_and_the_capacity(
     """Whatever takes and refunds, the stored balance stays within [0, max_capacity] and matches the accounting."""
 
     async def run() -> None:
-        async with RedisBackend(redis_server.url, prefix=f"prop:{uuid.uuid4().hex}:") as backend:
+        # (a long operation_timeout: this is about the stored arithmetic, not outages, which a loaded
+        # machine's slow round trip would otherwise turn this into: the quota would pay locally)
+        async with RedisBackend(redis_server.url, prefix=f"prop:{uuid.uuid4().hex}:", operation_timeout=10) as backend:
             quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="property")
             expected = 10
             for take, n in operations:
