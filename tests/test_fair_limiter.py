@@ -6,6 +6,8 @@ last ones drive an AdaptiveRateLimiter on the event loop's virtual clock, on asy
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import anyio
 import pytest
 
@@ -52,13 +54,19 @@ def test_an_unknown_rule_is_refused_by_name() -> None:
 
 
 def test_the_fair_constants_are_validated_by_name() -> None:
-    """A reference rate or floor of 0 is refused with a message naming the field."""
+    """A reference rate, floor or probe of 0, or an exponent outside [0, 1], is refused naming the field."""
     with pytest.raises(ValueError, match="fair_reference"):
         AdaptiveLimiterConfig(profile="fair", fair_reference=0.0)
     with pytest.raises(ValueError, match="fair_floor"):
         AdaptiveLimiterConfig(profile="fair", fair_floor=0.0)
     with pytest.raises(ValueError, match="fair_decrease"):
         AdaptiveLimiterConfig(profile="fair", fair_decrease=1.0)
+    with pytest.raises(ValueError, match="fair_probe"):
+        AdaptiveLimiterConfig(profile="fair", fair_probe=0.0)
+    for exponent in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="fair_exponent"):
+            AdaptiveLimiterConfig(profile="fair", fair_exponent=exponent)
+    assert AdaptiveLimiterConfig(fair_probe=timedelta(seconds=3)).fair_probe == 3.0
 
 
 def test_start_from_served_starts_at_utilization_of_the_served_rate_and_without_it_at_the_floor() -> None:
@@ -105,23 +113,45 @@ def test_a_decrease_cuts_from_what_was_sent_when_less_than_the_rate() -> None:
     assert fair_decrease(0.06, 0.06, beta=0.7, floor=0.05) == 0.05
 
 
-def test_the_increase_is_the_same_step_for_every_client_at_one_rate_and_grows_as_rate_to_1_5() -> None:
-    """The additive step depends only on the rate and the time: fair_step at fair_reference, x8 at 4x it."""
+def test_the_increase_is_the_same_step_for_every_client_at_one_rate_and_grows_as_rate_to_the_exponent() -> None:
+    """The additive step depends only on the rate and the time: fair_step at fair_reference, x2 at 4x it
+    (fair_exponent 0.5), x4 with exponent 1, the same at every rate with exponent 0 (AIMD)."""
     assert fair_increase(16.0, 1.0, step=1.0, reference=16.0) == pytest.approx(17.0)
-    assert fair_increase(64.0, 1.0, step=1.0, reference=16.0) == pytest.approx(72.0)
+    assert fair_increase(64.0, 1.0, step=1.0, reference=16.0) == pytest.approx(66.0)
+    assert fair_increase(64.0, 1.0, step=1.0, reference=16.0, exponent=1.0) == pytest.approx(68.0)
+    assert fair_increase(64.0, 1.0, step=1.0, reference=16.0, exponent=0.0) == pytest.approx(65.0)
     assert fair_increase(64.0, 0.0, step=1.0, reference=16.0) == 64.0
+    control = _served(rate=64.0)
+    start = control.fill_rate
+    control.update(1.5, False, 1.5 - LATENCY)  # half a second after the cut at 1.02
+    growth = (start / CONFIG.fair_reference) ** 0.5 * 2.0 ** ((1.5 - (1.0 + LATENCY)) / 2.0)
+    expected = start + CONFIG.fair_step * growth * (1.5 - (1.0 + LATENCY))
+    assert control.fill_rate == pytest.approx(expected)
 
 
-def test_the_probe_doubles_the_step_every_fair_probe_successes_and_without_it_the_step_stays() -> None:
-    """After a deep cut, the probe climbs back far faster than the plain step (probe)."""
+def test_the_probe_doubles_the_step_every_fair_probe_seconds_alike_for_every_rate() -> None:
+    """After a cut the step doubles every fair_probe seconds, whatever the client's rate, so a slow client
+    catches up as fast (in doublings) as a fast one; without the rule the step stays."""
     gains = []
     for rules in (frozenset(FAIR_RULES), _without("probe")):
         control = _served(rules, rate=10.0)
         before = control.fill_rate
-        _serve(control, 1.0, 5.0, 10.0)
+        _serve(control, 1.0, 8.0, 10.0)
         gains.append(control.fill_rate - before)
-    assert gains[0] > 4 * gains[1] > 0.0
+    assert gains[0] > 1.5 * gains[1] > 0.0
     assert fair_increase(16.0, 1.0, step=1.0, reference=16.0, probe=3.0) == pytest.approx(24.0)
+    doublings = []
+    unbounded = AdaptiveLimiterConfig(profile="fair", max_rate_growth=1e9)  # no ceiling from what was sent
+    for rate in (4.0, 64.0):
+        control = FairRateController(unbounded, 0.0)
+        for k in range(round(rate)):
+            control.update(k / rate + LATENCY, False, k / rate)
+        control.update(1.0 + LATENCY, True, 1.0)
+        cut_at, start = control.last_throttle_time, control.fill_rate
+        control.update(cut_at + 4.0, False, cut_at + 4.0 - LATENCY)  # 4 s after the cut: 2 doublings
+        step = (control.fill_rate - start) / 4.0
+        doublings.append(step / (CONFIG.fair_step * (start / CONFIG.fair_reference) ** 0.5))
+    assert doublings == pytest.approx([4.0, 4.0])
 
 
 def test_two_clients_cut_by_the_same_events_converge_to_equal_shares() -> None:

@@ -141,23 +141,27 @@ def grown_rate(
 # --- the ``"fair"`` profile's formulas (:class:`~asyncretry._primitives._fair.FairRateController`)
 
 
-def fair_increase(rate: float, elapsed: float, *, step: float, reference: float, probe: float = 0.0) -> float:
-    """The rate after ``elapsed`` seconds of success: an additive step that grows as ``rate ** 1.5``.
+def fair_increase(
+    rate: float, elapsed: float, *, step: float, reference: float, probe: float = 0.0, exponent: float = 0.5
+) -> float:
+    """The rate after ``elapsed`` seconds of success: an additive step that grows as ``rate ** exponent``.
 
     Every client at the same rate takes the same step, and a cut (proportional to the rate) outweighs a
-    step that grows more slowly than the rate squared, so that the shares of a fleet converge; a step
-    proportional to ``rate ** 1.5`` keeps the share of throttled requests low at small rates (where
-    AIMD's constant step would throttle most requests) and recovers quickly at large ones.
+    step that grows more slowly than the rate, so that the shares of a fleet converge; a step that grows
+    with the rate keeps the share of throttled requests low at small rates (where AIMD's constant step
+    would throttle most requests) and recovers quickly at large ones. The closer ``exponent`` is to 1,
+    the weaker the pull towards equal shares.
 
     Args:
         rate: the rate now, requests per second (> 0).
         elapsed: seconds since the last update.
         step: the step at ``reference``, requests per second per second (``fair_step``).
         reference: the rate at which the step is ``step`` (``fair_reference``).
-        probe: the doublings of the step so far (successes since the last cut over ``fair_probe``):
-            a client far below its share climbs back in a few dozen of its own requests.
+        probe: the doublings of the step so far (seconds since the last cut over ``fair_probe``): a client
+            far below its share climbs back in a few seconds.
+        exponent: how the step grows with the rate (``fair_exponent``).
     """
-    growth: float = step * (rate / reference) ** 1.5 * 2.0 ** min(probe, MAX_DOUBLINGS)
+    growth: float = step * (rate / reference) ** exponent * 2.0 ** min(probe, MAX_DOUBLINGS)
     return rate + growth * max(elapsed, 0.0)
 
 

@@ -3,9 +3,9 @@
 :class:`FairRateController` decides from what one client observes (its own send rate, its round trip,
 the send times of its throttles), never from counts that hold at one fleet size: a multiplicative cut
 once per congestion event, and an additive step that every client at the same rate takes alike and that
-grows as ``rate ** 1.5`` (:func:`~asyncretry._primitives._adaptive_rules.fair_increase`), so that the
-shares of a fleet of independent clients converge while slow clients are seldom throttled. A throttle
-goes through :data:`FAIR_THROTTLE_STEPS` in order until one decides; a controller built with ``rules=``
+grows as ``rate ** fair_exponent`` (:func:`~asyncretry._primitives._adaptive_rules.fair_increase`), so
+that the shares of a fleet of independent clients converge while slow clients are seldom throttled. A
+throttle goes through :data:`FAIR_THROTTLE_STEPS` in order until one decides; a controller built with ``rules=``
 lacking a name runs without that rule. The reasons behind each rule are in ``docs/adaptive-limiter.md``.
 Pure and synchronous: the controller is told the time, it never reads a clock.
 """
@@ -29,9 +29,9 @@ FAIR_RULES = ("start_from_served", "one_decrease_per_event", "probe", "pace_with
   far (a share of what was sent if nothing was), not at the floor: the fast start from measured capacity.
 * ``one_decrease_per_event``: a throttle of a request sent before the last decrease (or, without a send
   time, within a round trip of it) is an echo of the event already handled; without it every throttle cuts.
-* ``probe``: the additive step doubles every ``probe_doubling_time`` since the last cut, or every
-  ``fair_probe`` of the client's own requests if that is longer: a client seldom throttled (one below its
-  share, or at the floor) catches up, and the probe of a slow client is as slow as its requests.
+* ``probe``: the additive step doubles every ``fair_probe`` seconds since the last cut, the same for
+  every client whatever its rate: a client seldom throttled (one below its share, one at the floor, or
+  all of them after the capacity rose) catches up.
 * ``pace_without_backoff``: once the limiter paces the client, its throttles need no throttling backoff
   from the retry engine: a backoff would silence the client's own measurement while the bucket paces it.
 * ``failures_hold``: a failure that is not a throttle (a 503, a reset) neither grows nor cuts the rate;
@@ -64,7 +64,7 @@ class FairRateController:
 
     Args:
         config: the constants (the ``fair_*`` ones, ``min_repeat_decrease``, ``utilization``,
-            ``probe_doubling_time``, ``measurement_window``, ``burst`` and the shared ones).
+            ``measurement_window``, ``burst`` and the shared ones).
         start: the limiter's start time, seconds.
         rules: the names of :data:`FAIR_RULES` to apply (default: all); a name left out switches it off.
 
@@ -171,12 +171,16 @@ class FairRateController:
         config = self._config
         probe = 0.0
         if "probe" in self._rules:
-            # Doubling with the time since the cut: a client that is seldom throttled (one below its share)
-            # catches up; but no faster than every fair_probe of its own requests (a slow client probes slowly).
-            doubling = max(as_seconds(config.probe_doubling_time), config.fair_probe / self.fill_rate)
-            probe = (now - self._decreased_at) / doubling
+            # Doubling with the time since the cut, alike for every client: one that is seldom throttled
+            # (below its share, or every client after the capacity rose) catches up.
+            probe = (now - self._decreased_at) / as_seconds(config.fair_probe)
         grown = fair_increase(
-            self.fill_rate, now - self._last, step=config.fair_step, reference=config.fair_reference, probe=probe
+            self.fill_rate,
+            now - self._last,
+            step=config.fair_step,
+            reference=config.fair_reference,
+            probe=probe,
+            exponent=config.fair_exponent,
         )
         # Never far beyond what was really sent: an allowance the client never tested is not capacity.
         ceiling = config.max_rate_growth * max(self._sending(now), 1.0 / self._window)

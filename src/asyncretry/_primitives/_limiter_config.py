@@ -25,10 +25,11 @@ _DURATIONS = (
     "probe_doubling_time",
     "burst",
     "settle_time",
+    "fair_probe",
 )
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
 _FAIRNESS = ("fair_step", "fair_count")
-_FAIR_PROFILE = ("fair_reference", "fair_floor", "fair_probe")
+_FAIR_PROFILE = ("fair_reference", "fair_floor")
 MAX_BURST = 3600.0
 """The longest ``burst`` (seconds of the fill rate the bucket holds)."""
 
@@ -42,9 +43,11 @@ class AdaptiveLimiterConfig:
     Args:
         profile: the rate-control strategy. ``"asyncretry"`` (the default) measures the server's
             capacity and holds just below it
-            (:class:`~asyncretry._primitives._adaptive.AsyncretryRateController`); ``"aws"`` is the
-            AWS SDKs' CUBIC limiter exactly (:class:`~asyncretry._primitives._cubic.AwsRateController`),
-            as ``RetryPolicy.aws_adaptive()`` uses it.
+            (:class:`~asyncretry._primitives._adaptive.AsyncretryRateController`); ``"fair"`` is a
+            binomial AIMD for fleets of independent clients whose shares are several requests a second
+            or more (:class:`~asyncretry._primitives._fair.FairRateController`); ``"aws"`` is the AWS
+            SDKs' CUBIC limiter exactly (:class:`~asyncretry._primitives._cubic.AwsRateController`), as
+            ``RetryPolicy.aws_adaptive()`` uses it.
 
     Shared:
         min_fill_rate: the lowest fill rate, tokens per second (> 0); default 0.5.
@@ -100,7 +103,8 @@ class AdaptiveLimiterConfig:
             successes (one client of a fleet with a limiter each): the one growth that is the same for
             every client, so that their shares converge (>= 0; 0 disables it and ``fleet_event_rate``). Once a
             fleet client has counted its congestion events, their rate sets its rate instead, from the
-            mean of that sawtooth (``fleet_event_rate``). Default 1.0.
+            mean of that sawtooth (``fleet_event_rate``). Also the ``"fair"`` profile's step at
+            ``fair_reference``. Default 1.0.
         fair_count: a capacity measurement resting on fewer than this many successes (those counted
             between the two throttles or in the last ``measurement_window``, whichever is more; the
             first one after an outage also counts half of what the estimate predicted for a window) is
@@ -112,17 +116,22 @@ class AdaptiveLimiterConfig:
             for the whole fleet, does not use them.
 
     ``"fair"`` profile (a binomial AIMD, :class:`~asyncretry._primitives._fair.FairRateController`; it
-    also reads ``fair_step``, ``min_repeat_decrease``, ``utilization``, ``probe_doubling_time``,
-    ``measurement_window`` and ``burst``, and not ``min_fill_rate``):
+    also reads ``fair_step``, ``min_repeat_decrease``, ``utilization``, ``measurement_window`` and
+    ``burst``, and not ``min_fill_rate``):
         fair_reference: the rate, requests per second (> 0), at which the additive step is ``fair_step``
-            requests per second per second; the step grows as ``(rate / fair_reference) ** 1.5``.
-            Default 16.
+            requests per second per second; the step grows as ``(rate / fair_reference) ** fair_exponent``.
+            Default 64.
         fair_floor: the lowest rate, requests per second (> 0), low enough that many slow clients
             need not be throttled; default 0.05.
         fair_decrease: the fraction of the rate (or of the recent send rate, if lower) a congestion event
             keeps, in ``(0, 1)``; default 0.8.
-        fair_probe: the additive step doubles every this many successes since the last cut (> 0);
-            default 4.
+        fair_probe: the additive step doubles every this many seconds since the last cut (> 0), the same
+            for every client: one seldom throttled (below its share, or every client after the capacity
+            rose) catches up. Default 2.
+        fair_exponent: how the additive step grows with the rate, in ``[0, 1]``: ``fair_step * (rate /
+            fair_reference) ** fair_exponent``. 0 is AIMD's constant step (the strongest pull towards
+            equal shares, and the most throttles at small rates); towards 1 slow clients are throttled
+            less and the shares converge more slowly. Default 0.5.
 
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
@@ -153,10 +162,11 @@ class AdaptiveLimiterConfig:
     settle_time: float | timedelta = 10.0
     fair_step: float = 1.0
     fair_count: float = 12.0
-    fair_reference: float = 16.0
+    fair_reference: float = 64.0
     fair_floor: float = 0.05
-    fair_probe: float = 4.0
+    fair_probe: float | timedelta = 2.0
     fair_decrease: float = 0.8
+    fair_exponent: float = 0.5
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -190,6 +200,7 @@ class AdaptiveLimiterConfig:
             )
         for field in _MARGINS + _FAIRNESS:
             put(self, field, check_number(field, getattr(self, field), low=0.0))
+        put(self, "fair_exponent", check_number("fair_exponent", self.fair_exponent, low=0.0, high=1.0))
         for field in _FAIR_PROFILE:
             put(self, field, check_number(field, getattr(self, field), low=0.0, low_open=True))
 
