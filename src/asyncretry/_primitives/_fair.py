@@ -5,8 +5,8 @@ the send times of its throttles), never from counts that hold at one fleet size:
 once per congestion event, and an additive step that every client at the same rate takes alike and that
 grows as ``rate ** fair_exponent`` (:func:`~asyncretry._primitives._adaptive_rules.fair_increase`), so
 that the shares of a fleet of independent clients converge while slow clients are seldom throttled. A
-throttle goes through :data:`FAIR_THROTTLE_STEPS` in order until one decides; a controller built with ``rules=``
-lacking a name runs without that rule. The reasons behind each rule are in ``docs/adaptive-limiter.md``.
+throttle goes through :data:`FAIR_THROTTLE_STEPS` in order until one decides; a controller built with
+``rules=`` lacking a name runs without that rule. The reasons behind each rule are in ``docs/adaptive-limiter.md``.
 Pure and synchronous: the controller is told the time, it never reads a clock.
 """
 
@@ -76,6 +76,7 @@ class FairRateController:
         "_answers",
         "_config",
         "_decreased_at",
+        "_doubling",
         "_first",
         "_good",
         "_last",
@@ -97,6 +98,7 @@ class FairRateController:
         self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(getattr(self, f"_step_{n}") for n in steps)
         self._config = config
         window = self._window = as_seconds(config.measurement_window)
+        self._doubling = as_seconds(config.fair_probe)  # read on every success
         self._good = SlidingCounter(window / 20, window, start)
         self._answers = SlidingCounter(window / 20, window, start)
         self._rtt = _FIRST_RTT * window
@@ -173,7 +175,7 @@ class FairRateController:
         if "probe" in self._rules:
             # Doubling with the time since the cut, alike for every client: one that is seldom throttled
             # (below its share, or every client after the capacity rose) catches up.
-            probe = (now - self._decreased_at) / as_seconds(config.fair_probe)
+            probe = (now - self._decreased_at) / self._doubling
         grown = fair_increase(
             self.fill_rate,
             now - self._last,
