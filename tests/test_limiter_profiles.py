@@ -704,14 +704,27 @@ def _fleet_rate(events: list[float], start: float, now: float) -> float:
 
 
 def test_a_fleets_event_rate_sets_the_same_rate_for_every_client() -> None:
-    """Two clients of one fleet, at 2 and at 10 requests a second, throttled at the same times: both end at
+    """Two clients of one fleet, at 2 and at 4 requests a second, throttled at the same times: both end at
     the rate their common event rate sets, whatever their own rates."""
-    slow, fast = _throttled_with_its_fleet(2.0), _throttled_with_its_fleet(10.0)
+    slow, fast = _throttled_with_its_fleet(2.0), _throttled_with_its_fleet(4.0)
     events = [0.1 + LATENCY + 1.5 * k for k in range(6)]  # the start-up's (the first) counts as one
     expected = _fleet_rate(events, events[0], events[-1])
     assert slow.fill_rate == pytest.approx(expected)
     assert fast.fill_rate == pytest.approx(expected)
     assert 3.0 < expected < 4.0
+
+
+def test_a_fleet_clients_rate_is_never_cut_below_what_it_was_served() -> None:
+    """Few successes also come from one limiter in front of a slow server. Where the events' rate would set
+    less, a client takes repeat_decrease of what it was served over the last window: clients at 10 and at 12
+    requests a second end at about 0.7 times their own rates, not at the 3.4/s their events set."""
+    events = [0.1 + LATENCY + 1.5 * k for k in range(6)]
+    by_events = _fleet_rate(events, events[0], events[-1])
+    for rate in (10.0, 12.0):
+        control = _throttled_with_its_fleet(rate)
+        assert control.answers_backoff  # still a fleet client under rule 9
+        assert control.fill_rate == pytest.approx(0.7 * rate, rel=0.1)
+        assert control.fill_rate > 1.8 * by_events
 
 
 def test_a_fleet_clients_rate_answers_its_event_rate_with_half_its_noise() -> None:

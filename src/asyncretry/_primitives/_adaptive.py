@@ -46,8 +46,9 @@ RULES = (
   ``repeat_decrease`` and held instead of measured, grows by ``fair_step`` per second and probes more
   slowly; a lucky success or two before the first throttle does not set the start.
 * ``start_answers_backoff``: the start-up's throttles need no throttling backoff from the engine.
-* ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, and its throttles
-  need no throttling backoff.
+* ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, never below
+  ``repeat_decrease`` of what it was served over the last window, and its throttles need no throttling
+  backoff.
 
 Always on, since they are the controller itself: the capacity measured at each event and the restart
 at ``utilization`` of it, then the concave recovery and the exponential probe.
@@ -135,6 +136,7 @@ class AsyncretryRateController:
         "_few",
         "_first_response",
         "_fleet",
+        "_fleet_floor",
         "_fresh_successes",
         "_fresh_throttles",
         "_good",
@@ -203,6 +205,7 @@ class AsyncretryRateController:
         self._events = 0.0
         self._events_at = self._events_from = start
         self._fleet = False
+        self._fleet_floor = 0.0
         self._resumed = False
         self._stable = start
         self.enabled = False
@@ -349,12 +352,15 @@ class AsyncretryRateController:
 
     def _step_fleet_event_rate(self, event: _Throttle) -> bool:
         """A fleet client (few successes behind this measurement and the one before, not one limiter back
-        from a long sleep, and enough recent events to tell their rate) takes the rate its events set."""
+        from a long sleep, and enough recent events to tell their rate) takes the rate its events set, but
+        never less than ``repeat_decrease`` times what it was served over the last window: few successes
+        also come from one limiter in front of a slow server, which the events' rate would starve."""
         config = self._config
         few = _FAIR_PROBE * config.fair_count
         self._fleet = (
             config.fair_step > 0.0 and event.was_few and self._evidence < few and self._events >= _FLEET_EVENTS
         )
+        self._fleet_floor = config.repeat_decrease * self._good.rate(event.now, self._window)
         rate = self._fleet_rate(event.now)
         if rate <= 0.0:
             return False
@@ -395,7 +401,7 @@ class AsyncretryRateController:
         # The sawtooth's mean rate at one event per window; at the client's own event rate it is this over
         # events_per_window. Their geometric mean answers a count of a few events with half its noise.
         per_window = config.fair_step * (1.0 + beta) * self._window / (2.0 * (1.0 - beta))
-        return _FLEET_GAIN * per_window / math.sqrt(events_per_window)
+        return max(_FLEET_GAIN * per_window / math.sqrt(events_per_window), self._fleet_floor)
 
     def _no_service(self, now: float) -> bool:
         """Whether this is an outage (``outage``): nothing served for a whole window, and enough sent
