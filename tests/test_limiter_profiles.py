@@ -714,17 +714,31 @@ def test_a_fleets_event_rate_sets_the_same_rate_for_every_client() -> None:
     assert 3.0 < expected < 4.0
 
 
-def test_a_fleet_clients_rate_is_never_cut_below_what_it_was_served() -> None:
-    """Few successes also come from one limiter in front of a slow server. Where the events' rate would set
-    less, a client takes repeat_decrease of what it was served over the last window: clients at 10 and at 12
-    requests a second end at about 0.7 times their own rates, not at the 3.4/s their events set."""
+def test_a_fleet_clients_rate_is_cut_by_at_most_repeat_decrease_per_event() -> None:
+    """Few successes also come from one limiter in front of a slow server, or from a client whose engine
+    backoff kept it from sending. Where the events' rate would set less, each event cuts a client only to
+    repeat_decrease of the rate it ran at (its fill rate, or what it was served if less): clients at 10 and
+    12 requests a second glide down to the events' rate over several events instead of dropping to it at
+    once, and then take it."""
     events = [0.1 + LATENCY + 1.5 * k for k in range(6)]
     by_events = _fleet_rate(events, events[0], events[-1])
     for rate in (10.0, 12.0):
-        control = _throttled_with_its_fleet(rate)
-        assert control.answers_backoff  # still a fleet client under rule 9
-        assert control.fill_rate == pytest.approx(0.7 * rate, rel=0.1)
-        assert control.fill_rate > 1.8 * by_events
+        control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+        throttles = [0.1 + 1.5 * k for k in range(6)]
+        sends = sorted({round(k / rate, 6) for k in range(1, round(throttles[-1] * rate))} | set(throttles))
+        cuts: list[tuple[float, float]] = []  # (the rate it ran at, the rate after the event)
+        for sent in sends:
+            now = sent + LATENCY
+            served = sum(1 for s in sends if s not in throttles and now - 1.0 < s + LATENCY <= now)
+            ran_at = min(control.fill_rate, served)
+            control.update(now, sent in throttles, sent)
+            if sent in throttles[1:]:
+                cuts.append((ran_at, control.fill_rate))
+        assert len([1 for _, after in cuts if after > 1.2 * by_events]) >= 2  # a glide, not a drop
+        # (the served rate is counted in slots of a twentieth of the window: within 5%)
+        assert all(after >= 0.95 * 0.7 * ran_at for ran_at, after in cuts)
+        assert control.answers_backoff  # a fleet client under rule 9
+        assert control.fill_rate == pytest.approx(by_events)
 
 
 def test_a_fleet_clients_rate_answers_its_event_rate_with_half_its_noise() -> None:

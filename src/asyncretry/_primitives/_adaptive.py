@@ -46,9 +46,9 @@ RULES = (
   ``repeat_decrease`` and held instead of measured, grows by ``fair_step`` per second and probes more
   slowly; a lucky success or two before the first throttle does not set the start.
 * ``start_answers_backoff``: the start-up's throttles need no throttling backoff from the engine.
-* ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, never below
-  ``repeat_decrease`` of what it was served over the last window, and its throttles need no throttling
-  backoff.
+* ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, never cut below
+  ``repeat_decrease`` of the rate it ran at (its fill rate, or what it was served over the last window if
+  that is less), and its throttles need no throttling backoff.
 
 Always on, since they are the controller itself: the capacity measured at each event and the restart
 at ``utilization`` of it, then the concave recovery and the exponential probe.
@@ -353,14 +353,17 @@ class AsyncretryRateController:
     def _step_fleet_event_rate(self, event: _Throttle) -> bool:
         """A fleet client (few successes behind this measurement and the one before, not one limiter back
         from a long sleep, and enough recent events to tell their rate) takes the rate its events set, but
-        never less than ``repeat_decrease`` times what it was served over the last window: few successes
-        also come from one limiter in front of a slow server, which the events' rate would starve."""
+        is never cut by more than ``repeat_decrease`` of the rate it ran at (its fill rate, or what it was
+        served over the last window if that is less): few successes also come from one limiter in front of
+        a slow server, or from a client whose engine backoff kept it from sending, which the events' rate
+        alone would starve."""
         config = self._config
         few = _FAIR_PROBE * config.fair_count
         self._fleet = (
             config.fair_step > 0.0 and event.was_few and self._evidence < few and self._events >= _FLEET_EVENTS
         )
-        self._fleet_floor = config.repeat_decrease * self._good.rate(event.now, self._window)
+        served = self._good.rate(event.now, self._window)
+        self._fleet_floor = config.repeat_decrease * min(self.fill_rate, served)
         rate = self._fleet_rate(event.now)
         if rate <= 0.0:
             return False
