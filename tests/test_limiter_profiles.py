@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +24,7 @@ from asyncretry import (
     Retrier,
     RetryPolicy,
 )
-from asyncretry._primitives._adaptive import AsyncretryRateController
+from asyncretry._primitives._adaptive import RULES, AsyncretryRateController
 from asyncretry._primitives._cubic import AwsRateController
 from asyncretry._primitives._meters import SlidingCounter
 from asyncretry._primitives._rate_controller import new_rate_controller
@@ -33,22 +34,27 @@ from asyncretry.testing import VirtualClock, fixed_random
 LATENCY = 0.02
 
 
-def _served_then_throttled(config: AdaptiveLimiterConfig) -> AsyncretryRateController:
-    """A controller that served 100/s for 1 s, then saw its first throttle (sent at 1.0, answered at 1.02)."""
-    control = AsyncretryRateController(config, 0.0)
+def _served_then_throttled(
+    config: AdaptiveLimiterConfig, *, rtt: float = LATENCY, rules: Iterable[str] = RULES
+) -> AsyncretryRateController:
+    """A controller that served 100/s for 1 s, then saw its first throttle (sent at 1.0, answered at 1.02;
+    every answer ``rtt`` after its send)."""
+    control = AsyncretryRateController(config, 0.0, rules=rules)
     for k in range(100):
-        control.update(k / 100 + LATENCY, False, k / 100)
-    control.update(1.0 + LATENCY, True, 1.0)
+        control.update(k / 100 + rtt, False, k / 100)
+    control.update(1.0 + rtt, True, 1.0)
     return control
 
 
-def _measured(config: AdaptiveLimiterConfig) -> AsyncretryRateController:
+def _measured(
+    config: AdaptiveLimiterConfig, *, rtt: float = LATENCY, rules: Iterable[str] = RULES
+) -> AsyncretryRateController:
     """After the first throttle: 97 successes sent from 1.03 to 1.99, then a throttle sent at 2.0."""
-    control = _served_then_throttled(config)
+    control = _served_then_throttled(config, rtt=rtt, rules=rules)
     for k in range(3, 100):
         sent = 1.0 + k / 100
-        control.update(sent + LATENCY, False, sent)
-    control.update(2.0 + LATENCY, True, 2.0)
+        control.update(sent + rtt, False, sent)
+    control.update(2.0 + rtt, True, 2.0)
     return control
 
 
@@ -101,6 +107,8 @@ def test_one_name_one_behaviour_for_adaptive_mode() -> None:
         ("stable_change", -0.1, r"stable_change must be >= 0, got -0.1"),
         ("growth_margin", math.nan, r"growth_margin must be a finite number"),
         ("probe_lift", -1, r"probe_lift must be >= 0, got -1"),
+        ("probe_rtts", -2, r"probe_rtts must be >= 0, got -2"),
+        ("probe_rtts", math.inf, r"probe_rtts must be a finite number \(>= 0\), got inf"),
         ("outage_probe", 0, r"outage_probe must be > 0 and <= 1, got 0"),
         ("outage_probe", 1.5, r"outage_probe must be > 0 and <= 1, got 1.5"),
         ("settle_time", 0, r"settle_time must be > 0"),
@@ -127,7 +135,7 @@ def test_config_normalizes_durations_and_documents_its_defaults() -> None:
     assert (default.utilization, default.repeat_decrease, default.min_repeat_decrease) == (0.95, 0.7, 0.25)
     assert (default.reaction_time, default.measurement_window) == (0.25, 1.0)
     assert (default.recovery_time, default.quick_recovery_time) == (2.5, 0.5)
-    assert default.probe_doubling_time == 0.5
+    assert (default.probe_doubling_time, default.probe_rtts) == (0.5, 20.0)
     assert (default.stable_change, default.growth_margin, default.probe_lift) == (0.05, 0.1, 0.01)
     assert (default.burst, default.outage_probe) == (0.1, 0.01)
     assert default.settle_time == 10.0
@@ -240,6 +248,43 @@ def test_the_rate_recovers_to_the_capacity_then_probes_above_it() -> None:
         assert rates[elapsed] == pytest.approx(capacity * (1 - 0.05 * (1 - elapsed / 2.0) ** 3))
     assert rates[2.5] == pytest.approx(2 * capacity)
     assert rates[3.0] == pytest.approx(4 * capacity)
+
+
+@pytest.mark.parametrize(
+    ("rtt", "settings", "without", "doubling"),
+    [
+        (0.1, {}, (), 2.0),  # 20 round trips of 100 ms
+        (0.1, {"probe_rtts": 10.0}, (), 1.0),
+        (0.01, {}, (), 0.5),  # 20 x 10 ms is less than probe_doubling_time
+        (0.1, {"probe_rtts": 0.0}, (), 0.5),
+        (0.1, {}, ("rtt_probe",), 0.5),
+    ],
+)
+def test_the_probe_doubles_no_faster_than_every_probe_rtts_round_trips(
+    rtt: float, settings: dict[str, Any], without: tuple[str, ...], doubling: float
+) -> None:
+    """Once recovered, the rate doubles every probe_rtts smoothed round trips, or every
+    probe_doubling_time if that is longer: with a long round trip the probe overshoots the capacity by
+    little before its first throttle comes back. probe_rtts=0, or the rule left out, keeps
+    probe_doubling_time whatever the round trip."""
+    config = AdaptiveLimiterConfig(
+        probe_lift=0.0,
+        recovery_time=2.0,
+        quick_recovery_time=2.0,
+        probe_doubling_time=0.5,
+        max_rate_growth=1e6,
+        **settings,
+    )
+    control = _measured(config, rtt=rtt, rules=[rule for rule in RULES if rule not in without])
+    event = control.last_throttle_time
+    capacity = control.last_max_rate
+    rates = {}
+    for elapsed in (2.0, 2.0 + doubling, 2.0 + 2 * doubling):
+        control.update(event + elapsed, False, event + elapsed - rtt)
+        rates[elapsed] = control.fill_rate
+    assert rates[2.0] == pytest.approx(capacity)
+    assert rates[2.0 + doubling] == pytest.approx(2 * capacity)
+    assert rates[2.0 + 2 * doubling] == pytest.approx(4 * capacity)
 
 
 def test_probing_never_runs_far_ahead_of_what_is_actually_sent() -> None:

@@ -30,6 +30,7 @@ RULES = (
     "few_successes",
     "start_answers_backoff",
     "fleet_event_rate",
+    "rtt_probe",
 )
 """The rules a controller can run without, one at a time (``rules=``); all of them by default.
 
@@ -49,6 +50,10 @@ RULES = (
 * ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, never cut below
   ``repeat_decrease`` of the rate it ran at (its fill rate, or what it was served over the last window if
   that is less), and its throttles need no throttling backoff.
+* ``rtt_probe``: the probe doubles no faster than every ``probe_rtts`` smoothed round trips (measured
+  from the send times), so that it grows by at most about ``ln 2 / probe_rtts`` in the round trip a
+  throttle takes to come back; without it the probe doubles every ``probe_doubling_time`` whatever the
+  round trip.
 
 Always on, since they are the controller itself: the capacity measured at each event and the restart
 at ``utilization`` of it, then the concave recovery and the exponential probe.
@@ -85,6 +90,8 @@ _FLEET_EVENTS = 2.0
 # ``fleet_event_rate``'s rate is this times the geometric mean of the sawtooth's mean at the client's event
 # rate and at one event per measurement window: how much the fleet leans on the server (docs/benchmarks.md).
 _FLEET_GAIN = 1.1
+# How much of each round trip's departure from the smoothed one it takes in (``rtt_probe``): TCP's 1/8.
+_RTT_GAIN = 0.125
 
 
 @dataclass(slots=True)
@@ -150,6 +157,8 @@ class AsyncretryRateController:
         "_responses",
         "_restart_fraction",
         "_resumed",
+        "_rtt",
+        "_rtt_doubling",
         "_rules",
         "_served",
         "_stable",
@@ -175,6 +184,9 @@ class AsyncretryRateController:
         window = self._window = as_seconds(config.measurement_window)
         self._reaction = as_seconds(config.reaction_time)
         self._doubling = as_seconds(config.probe_doubling_time)
+        # The probe's doubling time in smoothed round trips (rtt_probe); 0: the round trip does not count.
+        self._rtt_doubling = config.probe_rtts if "rtt_probe" in self._rules else 0.0
+        self._rtt = 0.0
         self._burst = as_seconds(config.burst)
         self._width = window / 20
         self._good = SlidingCounter(self._width, window, start)
@@ -252,6 +264,10 @@ class AsyncretryRateController:
         self._answered += 1
         # Without send times, assume each request went out a little before its answer came back.
         sent = sent_at if sent_at is not None else now - self._echo_guard
+        if sent_at is not None and now >= sent_at:
+            # The smoothed round trip, as TCP keeps it (rtt_probe).
+            rtt = now - sent_at
+            self._rtt = rtt if self._rtt == 0.0 else self._rtt + _RTT_GAIN * (rtt - self._rtt)
         fresh = sent > self._decreased_at or "one_decrease_per_event" not in self._rules
         if throttled:
             self._unserved += 1
@@ -528,7 +544,8 @@ class AsyncretryRateController:
         capacity = max(self.last_max_rate, config.min_fill_rate)
         elapsed = now - self._decreased_at
         recovery = self._recovery
-        doubling = self._doubling
+        # Never faster than the round trip lets the probe see its own overshoot (rtt_probe).
+        doubling = max(self._doubling, self._rtt_doubling * self._rtt)
         step = 0.0
         few = self._few
         if self._evidence < few:

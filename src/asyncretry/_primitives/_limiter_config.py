@@ -27,7 +27,7 @@ _DURATIONS = (
     "settle_time",
     "fair_probe",
 )
-_MARGINS = ("stable_change", "growth_margin", "probe_lift")
+_MARGINS = ("stable_change", "growth_margin", "probe_lift", "probe_rtts")
 _FAIRNESS = ("fair_step", "fair_count")
 _FAIR_PROFILE = ("fair_reference", "fair_floor")
 MAX_BURST = 3600.0
@@ -84,6 +84,11 @@ class AdaptiveLimiterConfig:
             previous one and still count as confirming it; default 0.05.
         probe_doubling_time: once recovered, the rate probes above the estimate, doubling every this
             many seconds (> 0) until a throttle; default 0.5.
+        probe_rtts: the probe doubles no faster than every this many smoothed round trips (>= 0; 0
+            turns it off), so that in the round trip a throttle takes to come back it grows by at most
+            about ``ln 2 / probe_rtts`` (3.5% at 20) and overshoots the capacity by little; with round
+            trips under ``probe_doubling_time / probe_rtts`` (25 ms by default) it changes nothing;
+            default 20.
         burst: the bucket's capacity as seconds of fill rate (> 0, <= 3600): how many attempts may go out at
             once after a pause; default 0.1.
         growth_margin: if the server lately served more than ``1 + growth_margin`` times the
@@ -155,6 +160,7 @@ class AdaptiveLimiterConfig:
     quick_recovery_time: float | timedelta = 0.5
     stable_change: float = 0.05
     probe_doubling_time: float | timedelta = 0.5
+    probe_rtts: float = 20.0
     burst: float | timedelta = 0.1
     growth_margin: float = 0.1
     probe_lift: float = 0.01
