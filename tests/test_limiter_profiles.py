@@ -227,17 +227,23 @@ def test_a_capacity_that_grew_is_measured_by_what_was_served_lately() -> None:
     assert 1.3 * 160 / 1.5 < control.last_max_rate < 150
 
 
-def test_the_rate_recovers_to_the_capacity_then_probes_above_it() -> None:
-    """The rate climbs along a concave cubic to the capacity in recovery_time, then doubles every
-    probe_doubling_time while nothing is throttled."""
-    config = AdaptiveLimiterConfig(
+def _probing(**settings: Any) -> AdaptiveLimiterConfig:
+    """A config whose recovery takes 2 s whatever the measurement and whose probe doubles every 0.5 s,
+    never capped by the send rate."""
+    return AdaptiveLimiterConfig(
         probe_lift=0.0,
         recovery_time=2.0,
         quick_recovery_time=2.0,
         probe_doubling_time=0.5,
         max_rate_growth=1e6,
+        **settings,
     )
-    control = _measured(config)
+
+
+def test_the_rate_recovers_to_the_capacity_then_probes_above_it() -> None:
+    """The rate climbs along a concave cubic to the capacity in recovery_time, then doubles every
+    probe_doubling_time while nothing is throttled."""
+    control = _measured(_probing())
     event = control.last_throttle_time
     capacity = control.last_max_rate
     rates = {}
@@ -267,15 +273,7 @@ def test_the_probe_doubles_no_faster_than_every_probe_rtts_round_trips(
     probe_doubling_time if that is longer: with a long round trip the probe overshoots the capacity by
     little before its first throttle comes back. probe_rtts=0, or the rule left out, keeps
     probe_doubling_time whatever the round trip."""
-    config = AdaptiveLimiterConfig(
-        probe_lift=0.0,
-        recovery_time=2.0,
-        quick_recovery_time=2.0,
-        probe_doubling_time=0.5,
-        max_rate_growth=1e6,
-        **settings,
-    )
-    control = _measured(config, rtt=rtt, rules=[rule for rule in RULES if rule not in without])
+    control = _measured(_probing(**settings), rtt=rtt, rules=[rule for rule in RULES if rule not in without])
     event = control.last_throttle_time
     capacity = control.last_max_rate
     rates = {}
