@@ -26,7 +26,7 @@ from asyncretry import (
 )
 from asyncretry._primitives._adaptive import RULES, AsyncretryRateController
 from asyncretry._primitives._cubic import AwsRateController
-from asyncretry._primitives._meters import SlidingCounter
+from asyncretry._primitives._meters import RoundTrip, SlidingCounter
 from asyncretry._primitives._rate_controller import new_rate_controller
 from asyncretry._simulation import Scenario, run_simulation
 from asyncretry.testing import VirtualClock, fixed_random
@@ -605,6 +605,23 @@ def test_sliding_counter_counts_rates_over_recent_spans() -> None:
     assert repr(counter) == "SlidingCounter(width=0.05, total=0)"
 
 
+def test_round_trip_averages_the_measured_round_trips() -> None:
+    """Without a first value the first round trip sets the average, each later one moves it by its weight;
+    an answer without a send time, or sent after it came back, measures nothing."""
+    measured = RoundTrip(0.125)
+    measured.add(1.1, 1.0)
+    assert measured.value == pytest.approx(0.1)
+    measured.add(2.5, 2.0)
+    assert measured.value == pytest.approx(0.1 + 0.125 * 0.4)
+    for now, sent_at in ((3.0, None), (3.0, 3.5)):
+        measured.add(now, sent_at)
+    assert measured.value == pytest.approx(0.15)
+    seeded = RoundTrip(0.2, first=0.1)
+    seeded.add(1.5, 1.0)
+    assert seeded.value == pytest.approx(0.1 + 0.2 * 0.4)
+    assert repr(seeded) == f"RoundTrip({seeded.value!r})"
+
+
 @given(
     steps=st.lists(
         st.tuples(
@@ -719,14 +736,21 @@ def test_only_the_start_ups_throttles_answer_the_backoff() -> None:
 # --- a fleet's event rate sets a fleet client's rate (rule 9)
 
 
+def _fleet_sends(rate: float, every: float = 1.5) -> tuple[list[float], list[float]]:
+    """The send times of one client of a fleet sending ``rate`` requests a second, and those of its
+    throttles: first at 0.1 s (which enables its limiter), then every ``every`` seconds at the same times
+    as every other client of its fleet, up to 7.6 s."""
+    throttles = [0.1 + every * k for k in range(int(7.5 / every + 1e-9) + 1)]
+    sends = sorted({round(k / rate, 6) for k in range(1, round(throttles[-1] * rate))} | set(throttles))
+    return sends, throttles
+
+
 def _throttled_with_its_fleet(
     rate: float, config: AdaptiveLimiterConfig | None = None, every: float = 1.5
 ) -> AsyncretryRateController:
-    """One client of a fleet, sending ``rate`` requests a second: throttled first at 0.1 s (which enables
-    it), then every ``every`` seconds at the same times as every other client of its fleet, up to 7.6 s."""
+    """One client of a fleet after :func:`_fleet_sends`, each answered ``LATENCY`` after its send."""
     control = AsyncretryRateController(config or AdaptiveLimiterConfig(), 0.0)
-    throttles = [0.1 + every * k for k in range(int(7.5 / every + 1e-9) + 1)]
-    sends = sorted({round(k / rate, 6) for k in range(1, round(throttles[-1] * rate))} | set(throttles))
+    sends, throttles = _fleet_sends(rate, every)
     for sent in sends:
         control.update(sent + LATENCY, sent in throttles, sent)
     return control
@@ -767,8 +791,7 @@ def test_a_fleet_clients_rate_is_cut_by_at_most_repeat_decrease_per_event() -> N
     by_events = _fleet_rate(events, events[0], events[-1])
     for rate in (10.0, 12.0):
         control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
-        throttles = [0.1 + 1.5 * k for k in range(6)]
-        sends = sorted({round(k / rate, 6) for k in range(1, round(throttles[-1] * rate))} | set(throttles))
+        sends, throttles = _fleet_sends(rate)
         cuts: list[tuple[float, float]] = []  # (the rate it ran at, the rate after the event)
         for sent in sends:
             now = sent + LATENCY

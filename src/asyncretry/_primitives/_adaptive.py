@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from ._adaptive_rules import chosen_steps, grown_rate, hold_after, repeat_cut, start_rate
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
-from ._meters import SlidingCounter
+from ._meters import RoundTrip, SlidingCounter
 
 __all__ = ["RULES", "THROTTLE_STEPS", "AsyncretryRateController"]
 
@@ -90,7 +90,8 @@ _FLEET_EVENTS = 2.0
 # ``fleet_event_rate``'s rate is this times the geometric mean of the sawtooth's mean at the client's event
 # rate and at one event per measurement window: how much the fleet leans on the server (docs/benchmarks.md).
 _FLEET_GAIN = 1.1
-# How much of each round trip's departure from the smoothed one it takes in (``rtt_probe``): TCP's 1/8.
+# How much of each round trip's departure from the smoothed one it takes in (``rtt_probe``), as TCP's
+# smoothed round trip does: 1/8.
 _RTT_GAIN = 0.125
 
 
@@ -186,7 +187,7 @@ class AsyncretryRateController:
         self._doubling = as_seconds(config.probe_doubling_time)
         # The probe's doubling time in smoothed round trips (rtt_probe); 0: the round trip does not count.
         self._rtt_doubling = config.probe_rtts if "rtt_probe" in self._rules else 0.0
-        self._rtt = 0.0
+        self._rtt = RoundTrip(_RTT_GAIN)
         self._burst = as_seconds(config.burst)
         self._width = window / 20
         self._good = SlidingCounter(self._width, window, start)
@@ -264,10 +265,7 @@ class AsyncretryRateController:
         self._answered += 1
         # Without send times, assume each request went out a little before its answer came back.
         sent = sent_at if sent_at is not None else now - self._echo_guard
-        if sent_at is not None and now >= sent_at:
-            # The smoothed round trip, as TCP keeps it (rtt_probe).
-            rtt = now - sent_at
-            self._rtt = rtt if self._rtt == 0.0 else self._rtt + _RTT_GAIN * (rtt - self._rtt)
+        self._rtt.add(now, sent_at)
         fresh = sent > self._decreased_at or "one_decrease_per_event" not in self._rules
         if throttled:
             self._unserved += 1
@@ -378,8 +376,9 @@ class AsyncretryRateController:
         self._fleet = (
             config.fair_step > 0.0 and event.was_few and self._evidence < few and self._events >= _FLEET_EVENTS
         )
-        served = self._good.rate(event.now, self._window)
-        self._fleet_floor = config.repeat_decrease * min(self.fill_rate, served)
+        if self._fleet:
+            served = self._good.rate(event.now, self._window)
+            self._fleet_floor = config.repeat_decrease * min(self.fill_rate, served)
         rate = self._fleet_rate(event.now)
         if rate <= 0.0:
             return False
@@ -545,7 +544,7 @@ class AsyncretryRateController:
         elapsed = now - self._decreased_at
         recovery = self._recovery
         # Never faster than the round trip lets the probe see its own overshoot (rtt_probe).
-        doubling = max(self._doubling, self._rtt_doubling * self._rtt)
+        doubling = max(self._doubling, self._rtt_doubling * self._rtt.value)
         step = 0.0
         few = self._few
         if self._evidence < few:

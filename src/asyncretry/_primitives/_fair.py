@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ._adaptive_rules import chosen_steps, fair_decrease, fair_increase, start_rate
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
-from ._meters import SlidingCounter
+from ._meters import RoundTrip, SlidingCounter
 
 __all__ = ["FAIR_RULES", "FAIR_THROTTLE_STEPS", "FairRateController"]
 
@@ -101,7 +101,7 @@ class FairRateController:
         self._doubling = as_seconds(config.fair_probe)  # read on every success
         self._good = SlidingCounter(window / 20, window, start)
         self._answers = SlidingCounter(window / 20, window, start)
-        self._rtt = _FIRST_RTT * window
+        self._rtt = RoundTrip(_RTT_WEIGHT, first=_FIRST_RTT * window)
         self._start = self._now = self._last = start
         self._first = math.nan
         self._decreased_at = -math.inf
@@ -129,7 +129,7 @@ class FairRateController:
     @property
     def round_trip(self) -> float:
         """The moving average of the round trips measured from send times, seconds."""
-        return self._rtt
+        return self._rtt.value
 
     @property
     def answers_backoff(self) -> bool:
@@ -146,9 +146,8 @@ class FairRateController:
         if self._first != self._first:  # NaN: the first response
             self._first = now
         self._answers.add(now)
-        if sent_at is not None and now >= sent_at:
-            self._rtt += _RTT_WEIGHT * (now - sent_at - self._rtt)
-        sent = sent_at if sent_at is not None else now - self._rtt
+        self._rtt.add(now, sent_at)
+        sent = sent_at if sent_at is not None else now - self._rtt.value
         if self._starting and sent <= self._decreased_at and "start_from_served" in self._rules:
             # The rest of the first round trip's answers: a better start, never a lower one.
             if not (throttled or failed):
@@ -203,7 +202,7 @@ class FairRateController:
     def _start_estimate(self, now: float) -> float:
         """``utilization`` of what was served since the first answer (or of a share of what was sent)."""
         config = self._config
-        covered = min(self._window, max(now - self._first, self._rtt))
+        covered = min(self._window, max(now - self._first, self._rtt.value))
         answered = self._answers.rate(now, covered)
         served = start_rate(self._good.rate(now, covered), answered, min_repeat_decrease=config.min_repeat_decrease)
         return config.utilization * max(served, config.min_repeat_decrease * answered)
@@ -228,7 +227,7 @@ class FairRateController:
 
     def _sending(self, now: float) -> float:
         """Answers per second lately: over the last window, or since the first answer if that is shorter."""
-        return self._answers.rate(now, min(self._window, max(now - self._first, self._rtt, self._window / 20)))
+        return self._answers.rate(now, min(self._window, max(now - self._first, self._rtt.value, self._window / 20)))
 
     def _set(self, rate: float) -> None:
         config = self._config
@@ -240,5 +239,5 @@ class FairRateController:
         state = "enabled" if self.enabled else "disabled"
         return (
             f"FairRateController({state}, fill_rate={self.fill_rate!r}, "
-            f"measured_rate={self.measured_rate!r}, round_trip={self._rtt!r})"
+            f"measured_rate={self.measured_rate!r}, round_trip={self._rtt.value!r})"
         )

@@ -27,7 +27,7 @@ _DURATIONS = (
     "settle_time",
     "fair_probe",
 )
-_MARGINS = ("stable_change", "growth_margin", "probe_lift", "probe_rtts")
+_MARGINS = ("stable_change", "growth_margin", "probe_lift")
 _FAIRNESS = ("fair_step", "fair_count")
 _FAIR_PROFILE = ("fair_reference", "fair_floor")
 MAX_BURST = 3600.0
@@ -204,7 +204,7 @@ class AdaptiveLimiterConfig:
                 f"reaction_time must be <= measurement_window ({window:g} s), got reaction_time="
                 f"{self.reaction_time!r}: lower reaction_time or raise measurement_window"
             )
-        for field in _MARGINS + _FAIRNESS:
+        for field in (*_MARGINS, *_FAIRNESS, "probe_rtts"):
             put(self, field, check_number(field, getattr(self, field), low=0.0))
         put(self, "fair_exponent", check_number("fair_exponent", self.fair_exponent, low=0.0, high=1.0))
         for field in _FAIR_PROFILE:

@@ -1,15 +1,17 @@
-"""Rate meters of the adaptive limiter: the SDKs' smoothed send-rate meter and a sliding-window counter.
+"""Meters of the adaptive limiter: the SDKs' smoothed send-rate meter, a sliding-window counter and a
+round-trip average.
 
-Both are told the time instead of reading a clock. :class:`SendRateMeter` is the ``"aws"`` profile's
+All are told the time instead of reading a clock. :class:`SendRateMeter` is the ``"aws"`` profile's
 (SPEC section 5, lag and smoothing included); :class:`SlidingCounter` gives the ``"asyncretry"``
-profile its rates over recent spans.
+profile its rates over recent spans; :class:`RoundTrip` gives the ``"asyncretry"`` and ``"fair"``
+profiles the round trip their requests take.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["SendRateMeter", "SlidingCounter"]
+__all__ = ["RoundTrip", "SendRateMeter", "SlidingCounter"]
 
 
 class SendRateMeter:
@@ -106,3 +108,30 @@ class SlidingCounter:
 
     def __repr__(self) -> str:
         return f"SlidingCounter(width={self._width!r}, total={sum(self._counts)})"
+
+
+class RoundTrip:
+    """The moving average of the round trips measured from send times, seconds.
+
+    Args:
+        weight: how much of each round trip's departure from the average it takes in, in ``(0, 1]``.
+        first: the average before any round trip was measured; 0 (the default): none, the first one
+            measured sets it.
+    """
+
+    __slots__ = ("_weight", "value")
+
+    def __init__(self, weight: float, first: float = 0.0) -> None:
+        self._weight = weight
+        self.value = first
+
+    def add(self, now: float, sent_at: float | None) -> None:
+        """Take in the round trip of an answer received at ``now`` to a request sent at ``sent_at``
+        (``None``, or a send time after ``now``: nothing to measure)."""
+        if sent_at is None or now < sent_at:
+            return
+        rtt = now - sent_at
+        self.value = rtt if self.value == 0.0 else self.value + self._weight * (rtt - self.value)
+
+    def __repr__(self) -> str:
+        return f"RoundTrip({self.value!r})"
