@@ -32,7 +32,7 @@ def _served(rules: frozenset[str] = frozenset(RULES), *, rate: float = 100.0) ->
 def test_every_rule_is_switchable_and_the_steps_name_the_rules_in_order() -> None:
     """Every rule of RULES is a step or acts inside one (the engine's backoff, the probe), and the
     throttle's steps run in the written order."""
-    assert set(RULES) - set(THROTTLE_STEPS) == {"start_answers_backoff", "rtt_probe"}
+    assert set(RULES) - set(THROTTLE_STEPS) == {"start_answers_backoff", "fleet_climb", "rtt_probe"}
     for rule in RULES:
         assert AsyncretryRateController(CONFIG, 0.0, rules=_without(rule)).rules == _without(rule)
     assert THROTTLE_STEPS.index("start_up") < THROTTLE_STEPS.index("outage") < THROTTLE_STEPS.index("measure")

@@ -786,11 +786,12 @@ def test_a_fleet_clients_rate_is_cut_by_at_most_repeat_decrease_per_event() -> N
     backoff kept it from sending. Where the events' rate would set less, each event cuts a client only to
     repeat_decrease of the rate it ran at (its fill rate, or what it was served if less): clients at 10 and
     12 requests a second glide down to the events' rate over several events instead of dropping to it at
-    once, and then take it."""
+    once, and then take it (without ``fleet_climb``, whose climb between the events the next tests
+    specify)."""
     events = [0.1 + LATENCY + 1.5 * k for k in range(6)]
     by_events = _fleet_rate(events, events[0], events[-1])
     for rate in (10.0, 12.0):
-        control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+        control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0, rules=set(RULES) - {"fleet_climb"})
         sends, throttles = _fleet_sends(rate)
         cuts: list[tuple[float, float]] = []  # (the rate it ran at, the rate after the event)
         for sent in sends:
@@ -805,6 +806,51 @@ def test_a_fleet_clients_rate_is_cut_by_at_most_repeat_decrease_per_event() -> N
         assert all(after >= 0.95 * 0.7 * ran_at for ran_at, after in cuts)
         assert control.answers_backoff  # a fleet client under rule 9
         assert control.fill_rate == pytest.approx(by_events)
+
+
+def _cut_then_served(rate: float, after: float, *, rules: Iterable[str] = RULES) -> list[tuple[float, float]]:
+    """A client of a fleet at ``rate`` requests a second, cut by its fleet's events (:func:`_fleet_sends`), then
+    sending ``after`` requests a second for 4 s without a throttle: (time, fill rate) after each answer since
+    the last event."""
+    control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0, rules=rules)
+    sends, throttles = _fleet_sends(rate)
+    for sent in sends:
+        control.update(sent + LATENCY, sent in throttles, sent)
+    assert control.answers_backoff  # a fleet client, under fleet_event_rate
+    trace = [(throttles[-1] + LATENCY, control.fill_rate)]
+    for k in range(1, round(4 * after) + 1):
+        sent = throttles[-1] + k / after
+        control.update(sent + LATENCY, False, sent)
+        trace.append((sent + LATENCY, control.fill_rate))
+    return trace
+
+
+def test_a_fleet_clients_lowest_rate_climbs_by_the_fair_profiles_step_between_events() -> None:
+    """fleet_climb: after an event, the rate the event left a fleet client at climbs by the "fair" profile's
+    additive step, fair_step x (rate / fair_reference) ** fair_exponent, doubling every fair_probe since the
+    cut (1.0, 64/s, 0.5 and 2 s by default); the same for every client at the same rate, so the clients cut
+    last climb back towards the others. Without the rule the client keeps the higher of the rate the last
+    event left it at and the rate its events set (which rises only as they age)."""
+    trace = _cut_then_served(12.0, 12.0)
+    without = _cut_then_served(12.0, 12.0, rules=set(RULES) - {"fleet_climb"})
+    expected = trace[0][1]  # the rate the last event set: above the events' rate, from the glide's bound
+    for (before, _), (now, _) in itertools.pairwise(trace):
+        expected += 1.0 * (expected / 64.0) ** 0.5 * 2.0 ** ((now - trace[0][0]) / 2.0) * (now - before)
+    assert trace[-1][1] == pytest.approx(expected, rel=0.01)
+    assert trace[-1][1] > 1.3 * trace[0][1]
+    events = [0.1 + LATENCY + 1.5 * k for k in range(6)]
+    assert without[-1][1] == pytest.approx(max(_fleet_rate(events, events[0], without[-1][0]), without[0][1]))
+    assert trace[-1][1] > 1.1 * without[-1][1]
+
+
+def test_a_fleet_clients_climb_stops_at_max_rate_growth_times_what_it_sends() -> None:
+    """A fleet client that sends little after its cut (its demand fell) climbs no further than
+    max_rate_growth (2) x its answers per second: an allowance it never tested is not capacity. Its rate stays
+    the higher of the rate the last event left it at and the rate its events set."""
+    trace = _cut_then_served(12.0, 1.0)
+    events = [0.1 + LATENCY + 1.5 * k for k in range(6)]
+    for now, rate in trace:
+        assert rate == pytest.approx(max(_fleet_rate(events, events[0], now), trace[0][1]))
 
 
 def test_a_fleet_clients_rate_answers_its_event_rate_with_half_its_noise() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ._adaptive_rules import chosen_steps, grown_rate, hold_after, repeat_cut, start_rate
+from ._adaptive_rules import chosen_steps, fair_increase, grown_rate, hold_after, repeat_cut, start_rate
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import RoundTrip, SlidingCounter
 
@@ -30,6 +30,7 @@ RULES = (
     "few_successes",
     "start_answers_backoff",
     "fleet_event_rate",
+    "fleet_climb",
     "rtt_probe",
 )
 """The rules a controller can run without, one at a time (``rules=``); all of them by default.
@@ -50,6 +51,10 @@ RULES = (
 * ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, never cut below
   ``repeat_decrease`` of the rate it ran at (its fill rate, or what it was served over the last window if
   that is less), and its throttles need no throttling backoff.
+* ``fleet_climb``: between two events that lowest rate climbs by the ``"fair"`` profile's additive step
+  (``fair_step`` at ``fair_reference``, growing as ``(rate / fair_reference) ** fair_exponent`` and doubling
+  every ``fair_probe`` since the cut), the same for every client, so that the clients cut last climb back
+  and the shares converge; without it that rate stays where the last event put it.
 * ``rtt_probe``: the probe doubles no faster than every ``probe_rtts`` smoothed round trips (measured
   from the send times), so that it grows by at most about ``ln 2 / probe_rtts`` in the round trip a
   throttle takes to come back; without it the probe doubles every ``probe_doubling_time`` whatever the
@@ -145,6 +150,8 @@ class AsyncretryRateController:
         "_first_response",
         "_fleet",
         "_fleet_floor",
+        "_floor_at",
+        "_floor_doubling",
         "_fresh_successes",
         "_fresh_throttles",
         "_good",
@@ -219,6 +226,8 @@ class AsyncretryRateController:
         self._events_at = self._events_from = start
         self._fleet = False
         self._fleet_floor = 0.0
+        self._floor_at = start
+        self._floor_doubling = as_seconds(config.fair_probe)
         self._resumed = False
         self._stable = start
         self.enabled = False
@@ -379,6 +388,7 @@ class AsyncretryRateController:
         if self._fleet:
             served = self._good.rate(event.now, self._window)
             self._fleet_floor = config.repeat_decrease * min(self.fill_rate, served)
+            self._floor_at = event.now
         rate = self._fleet_rate(event.now)
         if rate <= 0.0:
             return False
@@ -420,6 +430,25 @@ class AsyncretryRateController:
         # events_per_window. Their geometric mean answers a count of a few events with half its noise.
         per_window = config.fair_step * (1.0 + beta) * self._window / (2.0 * (1.0 - beta))
         return max(_FLEET_GAIN * per_window / math.sqrt(events_per_window), self._fleet_floor)
+
+    def _climb(self, now: float) -> None:
+        """A fleet client's lowest rate climbs by the ``"fair"`` profile's step (``fleet_climb``), never far
+        beyond what the client really sends."""
+        if "fleet_climb" not in self._rules:
+            return
+        config = self._config
+        floor = max(self._fleet_floor, config.min_fill_rate)
+        grown = fair_increase(
+            floor,
+            now - self._floor_at,
+            step=config.fair_step,
+            reference=config.fair_reference,
+            probe=(now - self._decreased_at) / self._floor_doubling,
+            exponent=config.fair_exponent,
+        )
+        ceiling = config.max_rate_growth * self._responses.rate(now, self._window)
+        self._fleet_floor = min(grown, max(ceiling, floor))
+        self._floor_at = now
 
     def _no_service(self, now: float) -> bool:
         """Whether this is an outage (``outage``): nothing served for a whole window, and enough sent
@@ -536,9 +565,9 @@ class AsyncretryRateController:
     def _grow(self, now: float) -> None:
         """Concave recovery to the capacity, then an exponential probe above it ."""
         config = self._config
-        rate = self._fleet_rate(now)
-        if rate > 0.0:
-            self._set(rate)  # a fleet client: its events set the rate (``fleet_event_rate``)
+        if self._fleet:
+            self._climb(now)
+            self._set(self._fleet_rate(now))  # a fleet client: its events set the rate (``fleet_event_rate``)
             return
         capacity = max(self.last_max_rate, config.min_fill_rate)
         elapsed = now - self._decreased_at

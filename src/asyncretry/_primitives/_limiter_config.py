@@ -108,21 +108,25 @@ class AdaptiveLimiterConfig:
             successes (one client of a fleet with a limiter each): the one growth that is the same for
             every client, so that their shares converge (>= 0; 0 disables it and ``fleet_event_rate``). Once a
             fleet client has counted its congestion events, their rate sets its rate instead, from the
-            mean of that sawtooth (``fleet_event_rate``). Also the ``"fair"`` profile's step at
-            ``fair_reference``. Default 1.0.
+            mean of that sawtooth (``fleet_event_rate``), and the lowest rate its events leave it at climbs
+            by the ``"fair"`` profile's step (``fleet_climb``, which also reads ``fair_reference``,
+            ``fair_exponent`` and ``fair_probe``). Also the ``"fair"`` profile's step at ``fair_reference``.
+            Default 1.0.
         fair_count: a capacity measurement resting on fewer than this many successes (those counted
             between the two throttles or in the last ``measurement_window``, whichever is more; the
             first one after an outage also counts half of what the estimate predicted for a window) is
             mostly noise: the rate is cut to ``repeat_decrease`` of the fill rate instead, held for
             ``recovery_time``, and grows by ``fair_step`` (``few_successes``); below ``2 * fair_count`` the probe
             doubles more slowly; after two such measurements in a row the event rate sets the rate
-            (``fleet_event_rate``). >= 0; 0 disables this, ``fair_step`` and ``fleet_event_rate``. Default 12.
+            (``fleet_event_rate``). >= 0; 0 disables this, ``fair_step``, ``fleet_event_rate`` and
+            ``fleet_climb``. Default 12.
             Both concern a fleet with a limiter per client: ``RedisAdaptiveRateLimiter``, one limiter
             for the whole fleet, does not use them.
 
     ``"fair"`` profile (a binomial AIMD, :class:`~asyncretry._primitives._fair.FairRateController`; it
     also reads ``fair_step``, ``min_repeat_decrease``, ``utilization``, ``measurement_window`` and
-    ``burst``, and not ``min_fill_rate``):
+    ``burst``, and not ``min_fill_rate``; the default profile's ``fleet_climb`` reads ``fair_reference``,
+    ``fair_probe`` and ``fair_exponent`` too):
         fair_reference: the rate, requests per second (> 0), at which the additive step is ``fair_step``
             requests per second per second; the step grows as ``(rate / fair_reference) ** fair_exponent``.
             Default 64.
