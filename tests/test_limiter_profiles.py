@@ -344,6 +344,22 @@ def test_a_client_back_from_a_long_backoff_is_not_in_an_outage() -> None:
     assert control.fill_rate >= 0.5 * control.last_max_rate > 10.0
 
 
+def test_a_client_never_served_is_cut_by_its_throttles_not_parked_in_an_outage() -> None:
+    """A client throttled from its first request on (one of a fleet that lost every race so far) has no
+    capacity to remember: two seconds of throttles cut it as events do, down to min_fill_rate, and do not
+    park it in an outage (which only a success ends, and where such a client could starve). A client served
+    before is in an outage after the same run of throttles."""
+    never = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0)
+    for k in range(20):
+        never.update(k / 10 + LATENCY, True, k / 10)
+    served = _measured(AdaptiveLimiterConfig(probe_lift=0.0))
+    _throttled_until_outage(served, 2.3)
+    assert served.in_outage
+    assert not never.in_outage
+    assert never.enabled
+    assert never.fill_rate == AdaptiveLimiterConfig().min_fill_rate
+
+
 def test_an_outage_below_the_floor_probes_at_min_fill_rate() -> None:
     """1% of a small capacity would be below min_fill_rate: the outage probe never goes under it."""
     control = _measured(AdaptiveLimiterConfig(probe_lift=0.0, min_fill_rate=2.0))

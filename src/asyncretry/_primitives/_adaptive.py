@@ -43,7 +43,9 @@ RULES = (
   share of fresh answers that succeeded (between ``min_repeat_decrease`` and ``repeat_decrease``); one
   alone is tolerated. Without it such throttles are measured like any event.
 * ``outage``: nothing served for ``measurement_window`` with enough answers to tell drops the rate to
-  ``outage_probe`` of the capacity from before, which the first success restores.
+  ``outage_probe`` of the capacity from before, which the first success restores. A client never served
+  has no capacity to remember: its throttles are a share it has not won yet (one client of a fleet), and
+  cut its rate as any event does.
 * ``few_successes``: an estimate resting on few successes (one client of a fleet) is cut by
   ``repeat_decrease`` and held instead of measured, grows by ``fair_step`` per second and probes more
   slowly; a lucky success or two before the first throttle does not set the start.
@@ -336,8 +338,9 @@ class AsyncretryRateController:
         return False
 
     def _step_outage(self, event: _Throttle) -> bool:
-        """Nothing served for a whole window, with enough answers to tell: an outage, not a capacity."""
-        if not self._no_service(event.now):
+        """Nothing served for a whole window, with enough answers to tell: an outage, not a capacity. Not for
+        a client never served: throttled from its first request on, it has not won a share yet."""
+        if self._served == 0 or not self._no_service(event.now):
             return False
         self._enter_outage(event.now)
         return True
