@@ -151,3 +151,52 @@ async def test_the_limiter_probes_slowly_through_an_outage_and_restores_the_rate
     await anyio.sleep(0.025)
     limiter.update(False, sent_at=anyio.current_time() - LATENCY)
     assert limiter.fill_rate > 0.5 * before
+
+
+async def _fleet_client(rules: frozenset[str]) -> tuple[float, float]:
+    """A limiter whose controller runs ``rules``, fed a client of a fleet sending 12 requests a second and
+    throttled with its fleet every 1.5 s up to 7.6 s, then served for 4 s: its rate after the last event,
+    and at the end."""
+    start = anyio.current_time()
+    throttles = [round(0.1 + 1.5 * k, 6) for k in range(6)]
+    sends = sorted({round(k / 12, 6) for k in range(1, round(throttles[-1] * 12))} | set(throttles))
+    sends += [throttles[-1] + k / 12 for k in range(1, 49)]
+    limiter = AdaptiveRateLimiter(name="api")
+    limiter._control = AsyncretryRateController(CONFIG, start, rules=rules)
+    after_event = 0.0
+    for sent in sends:
+        await anyio.sleep_until(start + sent + LATENCY)
+        limiter.update(sent in throttles, sent_at=start + sent)
+        if sent == throttles[-1]:
+            after_event = limiter.fill_rate
+    assert limiter.backoff_after_throttle(0.5) == 0.0  # a fleet client, under fleet_event_rate
+    return after_event, limiter.fill_rate
+
+
+@pytest.mark.anyio
+async def test_fleet_climb_lifts_a_fleet_clients_rate_between_events_and_without_it_the_events_rate_rules() -> None:
+    """Through the limiter: after its fleet's last event a client climbs from the rate the event left it at
+    by the "fair" profile's step; without the rule its rate rises only as the events age (the events' rate,
+    fleet_event_rate), and after 4 s it is more than a tenth lower."""
+    with_rule = await _fleet_client(frozenset(RULES))
+    without = await _fleet_client(_without("fleet_climb"))
+    assert with_rule[1] > 1.5 * with_rule[0]
+    assert with_rule[1] > 1.1 * without[1]
+
+
+@pytest.mark.anyio
+async def test_a_limiter_throttled_from_its_first_request_is_cut_not_put_in_an_outage() -> None:
+    """outage: a limiter never served has no capacity to remember; two seconds of throttles cut it to the
+    floor without an outage, while a limiter that served traffic first is in one after them."""
+    never = AdaptiveRateLimiter(name="api")
+    served = await _limiter_served_then_throttled()
+    for _ in range(20):
+        await anyio.sleep(0.1)
+        for limiter in (never, served):
+            limiter.update(True, sent_at=anyio.current_time() - LATENCY)
+    never_control, served_control = never._control, served._control
+    assert isinstance(never_control, AsyncretryRateController)
+    assert isinstance(served_control, AsyncretryRateController)
+    assert not never_control.in_outage
+    assert served_control.in_outage
+    assert never.fill_rate == CONFIG.min_fill_rate
