@@ -9,7 +9,8 @@ same times, go through the in-process controllers and through the scripts on a r
   fleet-wide script shares (``start_up``, ``one_decrease_per_event``, ``repeat_cut``, the recovery and the
   probe) against ``LIMITER_ASYNCRETRY`` over sequences that stay within them. The capacity measurement
   differs by design (one client's send times against a fleet's counts), and the per-client rules
-  (``outage``, ``few_successes``, ``fleet_event_rate``, ``rtt_probe``) have no fleet-wide counterpart.
+  (``outage``, ``few_successes``, ``fleet_event_rate``, ``fleet_climb``, ``rtt_probe``) have no fleet-wide
+  counterpart.
 
 The last tests change one rule on one side and check that the comparison then fails.
 """
