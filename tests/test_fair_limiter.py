@@ -121,6 +121,9 @@ def test_the_increase_is_the_same_step_for_every_client_at_one_rate_and_grows_as
     assert fair_increase(64.0, 1.0, step=1.0, reference=16.0, exponent=1.0) == pytest.approx(68.0)
     assert fair_increase(64.0, 1.0, step=1.0, reference=16.0, exponent=0.0) == pytest.approx(65.0)
     assert fair_increase(64.0, 0.0, step=1.0, reference=16.0) == 64.0
+    # Never lifted beyond the ceiling (max_rate_growth x what is sent); a rate above it is kept, not cut.
+    assert fair_increase(16.0, 1.0, step=1.0, reference=16.0, ceiling=16.5) == 16.5
+    assert fair_increase(16.0, 1.0, step=1.0, reference=16.0, ceiling=8.0) == 16.0
     control = _served(rate=64.0)
     start = control.fill_rate
     control.update(1.5, False, 1.5 - LATENCY)  # half a second after the cut at 1.02

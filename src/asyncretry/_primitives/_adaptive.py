@@ -440,17 +440,15 @@ class AsyncretryRateController:
         if "fleet_climb" not in self._rules:
             return
         config = self._config
-        floor = max(self._fleet_floor, config.min_fill_rate)
-        grown = fair_increase(
-            floor,
+        self._fleet_floor = fair_increase(
+            max(self._fleet_floor, config.min_fill_rate),
             now - self._floor_at,
             step=config.fair_step,
             reference=config.fair_reference,
             probe=(now - self._decreased_at) / self._floor_doubling,
             exponent=config.fair_exponent,
+            ceiling=config.max_rate_growth * self._responses.rate(now, self._window),
         )
-        ceiling = config.max_rate_growth * self._responses.rate(now, self._window)
-        self._fleet_floor = min(grown, max(ceiling, floor))
         self._floor_at = now
 
     def _no_service(self, now: float) -> bool:

@@ -8,6 +8,7 @@ of cases. :class:`~asyncretry._primitives._fair.FairRateController` applies the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 __all__ = [
@@ -142,7 +143,14 @@ def grown_rate(
 
 
 def fair_increase(
-    rate: float, elapsed: float, *, step: float, reference: float, probe: float = 0.0, exponent: float = 0.5
+    rate: float,
+    elapsed: float,
+    *,
+    step: float,
+    reference: float,
+    probe: float = 0.0,
+    exponent: float = 0.5,
+    ceiling: float = math.inf,
 ) -> float:
     """The rate after ``elapsed`` seconds of success: an additive step that grows as ``rate ** exponent``.
 
@@ -160,9 +168,11 @@ def fair_increase(
         probe: the doublings of the step so far (seconds since the last cut over ``fair_probe``): a client
             far below its share climbs back in a few seconds.
         exponent: how the step grows with the rate (``fair_exponent``).
+        ceiling: the step never lifts the rate beyond this (``max_rate_growth`` times what the client
+            really sends: an allowance it never tested is not capacity); a rate already above it is kept.
     """
     growth: float = step * (rate / reference) ** exponent * 2.0 ** min(probe, MAX_DOUBLINGS)
-    return rate + growth * max(elapsed, 0.0)
+    return min(rate + growth * max(elapsed, 0.0), max(ceiling, rate))
 
 
 def fair_decrease(rate: float, sending: float, *, beta: float, floor: float) -> float:

@@ -175,17 +175,17 @@ class FairRateController:
             # Doubling with the time since the cut, alike for every client: one that is seldom throttled
             # (below its share, or every client after the capacity rose) catches up.
             probe = (now - self._decreased_at) / self._doubling
-        grown = fair_increase(
-            self.fill_rate,
-            now - self._last,
-            step=config.fair_step,
-            reference=config.fair_reference,
-            probe=probe,
-            exponent=config.fair_exponent,
+        self._set(
+            fair_increase(
+                self.fill_rate,
+                now - self._last,
+                step=config.fair_step,
+                reference=config.fair_reference,
+                probe=probe,
+                exponent=config.fair_exponent,
+                ceiling=config.max_rate_growth * max(self._sending(now), 1.0 / self._window),
+            )
         )
-        # Never far beyond what was really sent: an allowance the client never tested is not capacity.
-        ceiling = config.max_rate_growth * max(self._sending(now), 1.0 / self._window)
-        self._set(min(grown, max(ceiling, self.fill_rate)))
 
     # --- the throttle's steps, in the order of FAIR_THROTTLE_STEPS: True when the step decided
 
