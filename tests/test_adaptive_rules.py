@@ -11,6 +11,7 @@ import pytest
 
 from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter
 from asyncretry._primitives._adaptive import RULES, THROTTLE_STEPS, AsyncretryRateController
+from fleet_schedule import fleet_sends, then_served
 
 LATENCY = 0.02
 CONFIG = AdaptiveLimiterConfig()
@@ -158,9 +159,8 @@ async def _fleet_client(rules: frozenset[str]) -> tuple[float, float]:
     throttled with its fleet every 1.5 s up to 7.6 s, then served for 4 s: its rate after the last event,
     and at the end."""
     start = anyio.current_time()
-    throttles = [round(0.1 + 1.5 * k, 6) for k in range(6)]
-    sends = sorted({round(k / 12, 6) for k in range(1, round(throttles[-1] * 12))} | set(throttles))
-    sends += [throttles[-1] + k / 12 for k in range(1, 49)]
+    sends, throttles = fleet_sends(12.0)
+    sends += then_served(throttles[-1], 12.0)
     limiter = AdaptiveRateLimiter(name="api")
     limiter._control = AsyncretryRateController(CONFIG, start, rules=rules)
     after_event = 0.0

@@ -30,6 +30,7 @@ from asyncretry._primitives._meters import RoundTrip, SlidingCounter
 from asyncretry._primitives._rate_controller import new_rate_controller
 from asyncretry._simulation import Scenario, run_simulation
 from asyncretry.testing import VirtualClock, fixed_random
+from fleet_schedule import fleet_sends, then_served
 
 LATENCY = 0.02
 
@@ -752,21 +753,12 @@ def test_only_the_start_ups_throttles_answer_the_backoff() -> None:
 # --- a fleet's event rate sets a fleet client's rate (rule 9)
 
 
-def _fleet_sends(rate: float, every: float = 1.5) -> tuple[list[float], list[float]]:
-    """The send times of one client of a fleet sending ``rate`` requests a second, and those of its
-    throttles: first at 0.1 s (which enables its limiter), then every ``every`` seconds at the same times
-    as every other client of its fleet, up to 7.6 s."""
-    throttles = [0.1 + every * k for k in range(int(7.5 / every + 1e-9) + 1)]
-    sends = sorted({round(k / rate, 6) for k in range(1, round(throttles[-1] * rate))} | set(throttles))
-    return sends, throttles
-
-
 def _throttled_with_its_fleet(
     rate: float, config: AdaptiveLimiterConfig | None = None, every: float = 1.5
 ) -> AsyncretryRateController:
-    """One client of a fleet after :func:`_fleet_sends`, each answered ``LATENCY`` after its send."""
+    """One client of a fleet after :func:`fleet_sends`, each answered ``LATENCY`` after its send."""
     control = AsyncretryRateController(config or AdaptiveLimiterConfig(), 0.0)
-    sends, throttles = _fleet_sends(rate, every)
+    sends, throttles = fleet_sends(rate, every)
     for sent in sends:
         control.update(sent + LATENCY, sent in throttles, sent)
     return control
@@ -808,7 +800,7 @@ def test_a_fleet_clients_rate_is_cut_by_at_most_repeat_decrease_per_event() -> N
     by_events = _fleet_rate(events, events[0], events[-1])
     for rate in (10.0, 12.0):
         control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0, rules=set(RULES) - {"fleet_climb"})
-        sends, throttles = _fleet_sends(rate)
+        sends, throttles = fleet_sends(rate)
         cuts: list[tuple[float, float]] = []  # (the rate it ran at, the rate after the event)
         for sent in sends:
             now = sent + LATENCY
@@ -825,17 +817,16 @@ def test_a_fleet_clients_rate_is_cut_by_at_most_repeat_decrease_per_event() -> N
 
 
 def _cut_then_served(rate: float, after: float, *, rules: Iterable[str] = RULES) -> list[tuple[float, float]]:
-    """A client of a fleet at ``rate`` requests a second, cut by its fleet's events (:func:`_fleet_sends`), then
+    """A client of a fleet at ``rate`` requests a second, cut by its fleet's events (:func:`fleet_sends`), then
     sending ``after`` requests a second for 4 s without a throttle: (time, fill rate) after each answer since
     the last event."""
     control = AsyncretryRateController(AdaptiveLimiterConfig(), 0.0, rules=rules)
-    sends, throttles = _fleet_sends(rate)
+    sends, throttles = fleet_sends(rate)
     for sent in sends:
         control.update(sent + LATENCY, sent in throttles, sent)
     assert control.answers_backoff  # a fleet client, under fleet_event_rate
     trace = [(throttles[-1] + LATENCY, control.fill_rate)]
-    for k in range(1, round(4 * after) + 1):
-        sent = throttles[-1] + k / after
+    for sent in then_served(throttles[-1], after):
         control.update(sent + LATENCY, False, sent)
         trace.append((sent + LATENCY, control.fill_rate))
     return trace
