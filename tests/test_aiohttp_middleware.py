@@ -165,8 +165,8 @@ async def test_a_slow_answer_times_out_and_only_safe_requests_are_retried(
     server: FaultServer, app: FaultyApp
 ) -> None:
     """attempt_timeout: a slow GET is retried; a slow POST is sent once and raised as an aiohttp timeout."""
-    app.configure(slow_delay=2.0)
-    middleware = RetryMiddleware(policy=POLICY.replace(attempt_timeout=0.2))
+    app.configure(slow_delay=3.0)  # far past the attempt's timeout, which a quick answer meets on a loaded machine
+    middleware = RetryMiddleware(policy=POLICY.replace(attempt_timeout=1.0))
     async with session(middleware) as client:
         async with client.get(server.url + "/slow", headers=headers("t1", "slow,ok")) as resp:
             assert resp.status == 200
