@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ._adaptive_rules import chosen_steps, fair_increase, grown_rate, hold_after, repeat_cut, start_rate
+from ._adaptive_rules import chosen_steps, grown_rate, hold_after, repeat_cut, start_rate
+from ._fleet_bound import FleetBound
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import RoundTrip, SlidingCounter
 
@@ -90,13 +91,8 @@ _FAIR_PROBE = 2.0
 _PREDICTED_EVIDENCE = 0.5
 # So few successes before the first throttle are luck, not capacity (``few_successes``'s fair start).
 _LUCKY_START = 3
-# The memory of a fleet client's event rate (``fleet_event_rate``), in measurement windows: a few events.
-_EVENT_MEMORY = 5.0
 # The fewest recent events (the start-up's counts as one) that set a fleet client's rate (``fleet_event_rate``).
 _FLEET_EVENTS = 2.0
-# ``fleet_event_rate``'s rate is this times the geometric mean of the sawtooth's mean at the client's event
-# rate and at one event per measurement window: how much the fleet leans on the server (docs/benchmarks.md).
-_FLEET_GAIN = 1.1
 # How much of each round trip's departure from the smoothed one it takes in (``rtt_probe``), as TCP's
 # smoothed round trip does: 1/8.
 _RTT_GAIN = 0.125
@@ -144,16 +140,10 @@ class AsyncretryRateController:
         "_doubling",
         "_echo_guard",
         "_event_at",
-        "_events",
-        "_events_at",
-        "_events_from",
         "_evidence",
         "_few",
         "_first_response",
         "_fleet",
-        "_fleet_floor",
-        "_floor_at",
-        "_floor_doubling",
         "_fresh_successes",
         "_fresh_throttles",
         "_good",
@@ -224,12 +214,7 @@ class AsyncretryRateController:
         self._unserved = 0
         self._counted = 0.0
         self._evidence = 0.0
-        self._events = 0.0
-        self._events_at = self._events_from = start
-        self._fleet = False
-        self._fleet_floor = 0.0
-        self._floor_at = start
-        self._floor_doubling = as_seconds(config.fair_probe)
+        self._fleet = FleetBound(config, start, window=window, width=self._width, climbs="fleet_climb" in self._rules)
         self._resumed = False
         self._stable = start
         self.enabled = False
@@ -257,7 +242,7 @@ class AsyncretryRateController:
         """Whether the throttle just fed needs no throttling backoff from the retry engine: one of the
         start-up's throttles, which the start of the rate already answered (``start_answers_backoff``),
         or one of a fleet client whose rate its events set (``fleet_event_rate``)."""
-        return (self._starting and "start_answers_backoff" in self._rules) or self._fleet
+        return (self._starting and "start_answers_backoff" in self._rules) or self._fleet.active
 
     @property
     def in_outage(self) -> bool:
@@ -331,8 +316,7 @@ class AsyncretryRateController:
         now = event.now
         self.enabled = True
         self._starting = False
-        self._events = self._recent_events(now) + 1.0
-        self._events_at = now
+        self._fleet.count_event(now)
         event.new_episode = now - self._event_at > self._window
         self._event_at = now
         return False
@@ -384,15 +368,12 @@ class AsyncretryRateController:
         a slow server, or from a client whose engine backoff kept it from sending, which the events' rate
         alone would starve."""
         config = self._config
+        fleet = self._fleet
         few = _FAIR_PROBE * config.fair_count
-        self._fleet = (
-            config.fair_step > 0.0 and event.was_few and self._evidence < few and self._events >= _FLEET_EVENTS
-        )
-        if self._fleet:
-            served = self._good.rate(event.now, self._window)
-            self._fleet_floor = config.repeat_decrease * min(self.fill_rate, served)
-            self._floor_at = event.now
-        rate = self._fleet_rate(event.now)
+        fleet.active = False
+        if config.fair_step > 0.0 and event.was_few and self._evidence < few and fleet.events >= _FLEET_EVENTS:
+            fleet.cut(event.now, min(self.fill_rate, self._good.rate(event.now, self._window)))
+        rate = fleet.rate(event.now)
         if rate <= 0.0:
             return False
         self._restart(event.now, rate, 1.0, config.recovery_time)
@@ -414,42 +395,6 @@ class AsyncretryRateController:
         return True
 
     # --- what the steps share
-
-    def _recent_events(self, now: float) -> float:
-        """The congestion events counted so far, each weighing less as it ages (``_EVENT_MEMORY`` windows)."""
-        return self._events * math.exp((self._events_at - now) / (_EVENT_MEMORY * self._window))
-
-    def _fleet_rate(self, now: float) -> float:
-        """The rate a fleet client's events set (``fleet_event_rate``); 0 when this is not a fleet client."""
-        if not self._fleet:
-            return 0.0
-        config = self._config
-        memory = _EVENT_MEMORY * self._window
-        # The span the decayed count covers: events per second over it are the fleet's event rate.
-        span = memory * -math.expm1((self._events_from - now) / memory)
-        events_per_window = self._recent_events(now) / max(span, self._width) * self._window
-        beta = config.repeat_decrease
-        # The sawtooth's mean rate at one event per window; at the client's own event rate it is this over
-        # events_per_window. Their geometric mean answers a count of a few events with half its noise.
-        per_window = config.fair_step * (1.0 + beta) * self._window / (2.0 * (1.0 - beta))
-        return max(_FLEET_GAIN * per_window / math.sqrt(events_per_window), self._fleet_floor)
-
-    def _climb(self, now: float) -> None:
-        """A fleet client's lowest rate climbs by the ``"fair"`` profile's step (``fleet_climb``), never far
-        beyond what the client really sends."""
-        if "fleet_climb" not in self._rules:
-            return
-        config = self._config
-        self._fleet_floor = fair_increase(
-            max(self._fleet_floor, config.min_fill_rate),
-            now - self._floor_at,
-            step=config.fair_step,
-            reference=config.fair_reference,
-            probe=(now - self._decreased_at) / self._floor_doubling,
-            exponent=config.fair_exponent,
-            ceiling=config.max_rate_growth * self._responses.rate(now, self._window),
-        )
-        self._floor_at = now
 
     def _no_service(self, now: float) -> bool:
         """Whether this is an outage (``outage``): nothing served for a whole window, and enough sent
@@ -500,7 +445,7 @@ class AsyncretryRateController:
         self._evidence = max(self._evidence, counted)
         served = max(served, self._before_outage)
         if not self.enabled:
-            self._events, self._events_at, self._events_from = 1.0, now, now  # the start-up: one event
+            self._fleet.first_event(now)  # the start-up: one event
         decreased_at = self._decreased_at if self.enabled else now
         self.enabled = True
         self._starting = True
@@ -559,16 +504,19 @@ class AsyncretryRateController:
     def _enter_outage(self, now: float) -> None:
         """Nothing served: probe slowly, remembering the capacity from before (``outage``)."""
         self._outage = True
-        self._fleet = False
+        self._fleet.active = False
         self._decreased_at = now
         self._set(self._config.outage_probe * self._before_outage)
 
     def _grow(self, now: float) -> None:
         """Concave recovery to the capacity, then an exponential probe above it ."""
         config = self._config
-        if self._fleet:
-            self._climb(now)
-            self._set(self._fleet_rate(now))  # a fleet client: its events set the rate (``fleet_event_rate``)
+        fleet = self._fleet
+        if fleet.active:
+            # A fleet client: its events set the rate (``fleet_event_rate``) over a climbing floor (``fleet_climb``).
+            ceiling = config.max_rate_growth * self._responses.rate(now, self._window)
+            fleet.climb(now, since_cut=now - self._decreased_at, ceiling=ceiling)
+            self._set(fleet.rate(now))
             return
         capacity = max(self.last_max_rate, config.min_fill_rate)
         elapsed = now - self._decreased_at
