@@ -204,13 +204,15 @@ async def test_a_cancelled_waiter_hands_its_reservation_back(redis_server: Redis
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
         bucket = RedisTokenBucket(backend, 5, 1, name="cancel")
         await bucket.acquire()
+        started = time.monotonic()
         with anyio.move_on_after(0.05):
             await bucket.acquire()  # reserved: due in 0.2 s
         assert bucket.statistics().cancelled == 1
         assert bucket.statistics().waiting == 0
         wait = await bucket.time_until_available()
-    # Without the hand-back the next token would be 0.4 s - 0.05 s away.
-    assert wait == pytest.approx(0.15, abs=0.04)
+        elapsed = time.monotonic() - started
+    # The next token is due 0.2 s after the first acquire; without the hand-back it would be 0.4 s.
+    assert wait == pytest.approx(max(0.0, 0.2 - elapsed), abs=0.08)
 
 
 @pytest.mark.anyio
@@ -302,9 +304,9 @@ async def test_a_cancelled_call_on_a_leased_token_hands_it_to_the_next_call(
 ) -> None:
     """Cancelled while sleeping on a leased token: the token stays with this process for its next call."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
-        bucket = RedisTokenBucket(backend, 20, 2, name="cancel-lease", lease=2)
+        bucket = RedisTokenBucket(backend, 5, 2, name="cancel-lease", lease=2)
         await bucket.acquire(2)  # empty now
-        await bucket.acquire()  # leases 2: this call's token at 50 ms, the spare at 100 ms
+        await bucket.acquire()  # leases 2: this call's token at 0.2 s, the spare at 0.4 s
         assert bucket.statistics().leased == 1
         with anyio.move_on_after(0.01):
             await bucket.acquire()  # sleeps on the spare, cancelled
@@ -321,9 +323,9 @@ async def test_a_timeout_shorter_than_the_next_leased_token_fails_at_once(
 ) -> None:
     """The fleet's queue is behind this process's batch: a call that cannot wait for it fails without a round trip."""
     async with RedisBackend(redis_server.url, prefix=prefix) as backend:
-        bucket = RedisTokenBucket(backend, 10, 3, name="lease-timeout", lease=3)
+        bucket = RedisTokenBucket(backend, 2, 3, name="lease-timeout", lease=3)
         await bucket.acquire(3)
-        await bucket.acquire()  # leases 3 tokens due at 0.1, 0.2 and 0.3 s
+        await bucket.acquire()  # leases 3 tokens due at 0.5, 1.0 and 1.5 s
         trips = bucket.statistics().round_trips
         with pytest.raises(RateLimitTimeout):
             await bucket.acquire(timeout=0.05)
