@@ -69,6 +69,11 @@ class FleetBound:
         self._floor = 0.0
         self._floor_at = start
 
+    @property
+    def floor(self) -> float:
+        """The lowest rate the events may set: cut at each event, climbing between them."""
+        return self._floor
+
     def first_event(self, now: float) -> None:
         """Start counting at ``now`` with one event (the start-up's throttles)."""
         self.events, self._events_at, self._events_from = 1.0, now, now
