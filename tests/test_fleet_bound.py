@@ -20,8 +20,8 @@ WINDOW = 1.0
 WIDTH = WINDOW / 20
 
 
-def _bound(*, climbs: bool = True, config: AdaptiveLimiterConfig = CONFIG) -> FleetBound:
-    return FleetBound(config, 0.0, window=WINDOW, width=WIDTH, climbs=climbs)
+def _bound(*, climbs: bool = True) -> FleetBound:
+    return FleetBound(CONFIG, 0.0, window=WINDOW, width=WIDTH, climbs=climbs)
 
 
 def test_a_client_not_in_a_fleet_gets_no_rate_from_its_bound() -> None:

@@ -38,6 +38,7 @@ class FleetBound:
     """
 
     __slots__ = (
+        "_climbs",
         "_config",
         "_doubling",
         "_events_at",
@@ -48,7 +49,6 @@ class FleetBound:
         "_width",
         "_window",
         "active",
-        "climbs",
         "events",
     )
 
@@ -60,7 +60,7 @@ class FleetBound:
         self._width = width
         self._memory = _EVENT_MEMORY * window
         self._doubling = as_seconds(config.fair_probe)
-        self.climbs = climbs
+        self._climbs = climbs
         self.active = False
         """Whether the client is one of a fleet: its rate is :meth:`rate`."""
         self.events = 0.0
@@ -112,7 +112,7 @@ class FleetBound:
     def climb(self, now: float, *, since_cut: float, ceiling: float) -> None:
         """Between events the floor climbs by the ``"fair"`` profile's step (``fleet_climb``), doubling every
         ``fair_probe`` of the ``since_cut`` seconds since the last decrease, never past ``ceiling``."""
-        if not self.climbs:
+        if not self._climbs:
             return
         config = self._config
         self._floor = fair_increase(
