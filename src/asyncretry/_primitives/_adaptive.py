@@ -142,6 +142,7 @@ class AsyncretryRateController:
         "_event_at",
         "_evidence",
         "_few",
+        "_few_evidence",
         "_first_response",
         "_fleet",
         "_fresh_successes",
@@ -178,8 +179,10 @@ class AsyncretryRateController:
         self._rules, steps = chosen_steps(rules, RULES, THROTTLE_STEPS)
         self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(getattr(self, f"_step_{n}") for n in steps)
         self._config = config
-        # An estimate resting on fewer successes than this grows by fair_step (few_successes).
-        self._few = _FAIR_PROBE * config.fair_count if "few_successes" in self._rules else 0.0
+        # An estimate resting on fewer successes than this is one client of a fleet's (the fleet rules), and
+        # grows by fair_step (few_successes).
+        self._few_evidence = _FAIR_PROBE * config.fair_count
+        self._few = self._few_evidence if "few_successes" in self._rules else 0.0
         # The durations as plain floats, read on every update.
         window = self._window = as_seconds(config.measurement_window)
         self._reaction = as_seconds(config.reaction_time)
@@ -349,7 +352,7 @@ class AsyncretryRateController:
     def _step_measure(self, event: _Throttle) -> bool:
         """Measure the capacity; with nothing served since the reference, a plain decrease."""
         config = self._config
-        event.was_few = self._evidence < _FAIR_PROBE * config.fair_count
+        event.was_few = self._evidence < self._few_evidence
         event.capacity = self._measure(event.now, event.sent)
         if event.capacity <= 0.0:
             # Nothing served since the reference, but too little sent to call it an outage (a client
@@ -369,9 +372,9 @@ class AsyncretryRateController:
         alone would starve."""
         config = self._config
         fleet = self._fleet
-        few = _FAIR_PROBE * config.fair_count
         fleet.active = False
-        if config.fair_step > 0.0 and event.was_few and self._evidence < few and fleet.events >= _FLEET_EVENTS:
+        few = event.was_few and self._evidence < self._few_evidence
+        if config.fair_step > 0.0 and few and fleet.events >= _FLEET_EVENTS:
             fleet.cut(event.now, min(self.fill_rate, self._good.rate(event.now, self._window)))
         rate = fleet.rate(event.now)
         if rate <= 0.0:
