@@ -212,6 +212,12 @@ def closed_port() -> int:
     return free_port()
 
 
+PATIENT = 5.0
+"""An ``operation_timeout`` for tests of the shared state, not of outages: on a loaded machine a round trip
+(a new connection, a script to load) can outlast the default half second, and the primitive would fall
+back to its local twin in the middle of the test."""
+
+
 async def until_redis_answers(backend: RedisBackend, call: Callable[[], Awaitable[object]]) -> None:
     """Repeat a harmless call until Redis itself answered it: the state every outage test starts from.
 
