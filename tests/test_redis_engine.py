@@ -29,7 +29,7 @@ from asyncretry.redis import (
     RedisRetryQuota,
     RedisTokenBucket,
 )
-from conftest_redis import RedisServer
+from conftest_redis import PATIENT, RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -67,7 +67,10 @@ async def two_processes(
     server: RedisServer, prefix: str, policy: RetryPolicy = POLICY, **parts: Callable[[RedisBackend], Any]
 ) -> AsyncIterator[tuple[Retrier, Retrier]]:
     """Two retriers on two clients, whose shared state is made per scope by the given factories."""
-    async with RedisBackend(server.url, prefix=prefix) as one, RedisBackend(server.url, prefix=prefix) as two:
+    async with (
+        RedisBackend(server.url, prefix=prefix, operation_timeout=PATIENT) as one,
+        RedisBackend(server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+    ):
         retriers = tuple(
             Retrier(policy, name=f"process-{i}", **{part: make(backend) for part, make in parts.items()})
             for i, backend in enumerate((one, two))
