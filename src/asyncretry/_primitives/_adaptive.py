@@ -179,8 +179,8 @@ class AsyncretryRateController:
         self._rules, steps = chosen_steps(rules, RULES, THROTTLE_STEPS)
         self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(getattr(self, f"_step_{n}") for n in steps)
         self._config = config
-        # An estimate resting on fewer successes than this is one client of a fleet's (the fleet rules), and
-        # grows by fair_step (few_successes).
+        # Fewer successes than this behind an estimate mark one client of a fleet (the fleet rules); with
+        # few_successes, such an estimate also grows by fair_step.
         self._few_evidence = _FAIR_PROBE * config.fair_count
         self._few = self._few_evidence if "few_successes" in self._rules else 0.0
         # The durations as plain floats, read on every update.
