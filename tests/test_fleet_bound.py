@@ -14,6 +14,7 @@ import pytest
 from asyncretry import AdaptiveLimiterConfig
 from asyncretry._primitives._adaptive_rules import fair_increase
 from asyncretry._primitives._fleet_bound import FleetBound
+from asyncretry._primitives._limiter_config import as_seconds
 
 CONFIG = AdaptiveLimiterConfig()
 WINDOW = 1.0
@@ -78,7 +79,7 @@ def test_the_floor_climbs_by_the_fair_step_and_doubles_it_every_fair_probe_since
         bound.climb(now, since_cut=now, ceiling=math.inf)
         expected = fair_increase(
             expected, now - before, step=CONFIG.fair_step, reference=CONFIG.fair_reference,
-            probe=now / 2.0, exponent=CONFIG.fair_exponent,  # fair_probe: 2 s
+            probe=now / as_seconds(CONFIG.fair_probe), exponent=CONFIG.fair_exponent,
         )
         before = now
         assert bound.floor == pytest.approx(expected)
