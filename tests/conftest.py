@@ -6,6 +6,7 @@ jump straight to the next timer, so timing tests are exact and instant.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -104,14 +105,21 @@ _GLOBAL_RESPX = re.compile(r"\brespx\.(mock|get|post|put|patch|delete|head|optio
 
 def _mocks_with_respx(metafunc: pytest.Metafunc) -> bool:
     """Whether a test uses respx's global router, itself or through a helper of its module."""
-    module = metafunc.module
-    helpers = {
-        name for name, value in vars(module).items()
-        if getattr(value, "__module__", None) == module.__name__ and callable(value)
-        and _GLOBAL_RESPX.search(_source(value))
-    }
     text = _source(metafunc.function)
+    helpers = _global_respx_helpers(metafunc.module.__name__)
     return bool(_GLOBAL_RESPX.search(text)) or any(re.search(rf"\b{re.escape(name)}\b", text) for name in helpers)
+
+
+@functools.cache
+def _global_respx_helpers(module_name: str) -> frozenset[str]:
+    """The names of a test module's own functions and classes that use respx's global router (read once per
+    module: reading a class's source parses its whole file)."""
+    module = sys.modules[module_name]
+    return frozenset(
+        name for name, value in vars(module).items()
+        if getattr(value, "__module__", None) == module_name and callable(value)
+        and _GLOBAL_RESPX.search(_source(value))
+    )
 
 
 def _source(value: Any) -> str:
