@@ -89,6 +89,11 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def backend(self, prefix: str) -> RedisBackend:
+        """A backend for a test of the shared state, not of an outage: it gives a round trip :data:`PATIENT`
+        seconds before falling back to the local twin."""
+        return RedisBackend(self.url, prefix=prefix, operation_timeout=PATIENT)
+
     def start(self, timeout: float = 10.0) -> None:
         """Start the server and wait until it answers PING.
 

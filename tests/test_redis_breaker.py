@@ -22,8 +22,8 @@ from asyncretry import (
     EventBus,
 )
 from asyncretry._primitives._shared import RemoteBreaker
-from asyncretry.redis import RedisBackend, RedisCircuitBreaker
-from conftest_redis import PATIENT, RedisServer
+from asyncretry.redis import RedisCircuitBreaker
+from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -37,8 +37,8 @@ async def two_processes(
 ) -> AsyncIterator[tuple[RedisCircuitBreaker, RedisCircuitBreaker]]:
     """Two breakers with one name on two clients: two processes, as far as Redis can tell."""
     async with (
-        RedisBackend(server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        server.backend(prefix) as one,
+        server.backend(prefix) as two,
     ):
         yield (
             RedisCircuitBreaker(one, config, name="api", **options),  # type: ignore[arg-type]
@@ -223,8 +223,8 @@ async def test_each_transition_is_announced_once_by_the_process_that_made_it(
         return events
 
     async with (
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        redis_server.backend(prefix) as one,
+        redis_server.backend(prefix) as two,
     ):
         a = RedisCircuitBreaker(one, QUICK, name="api", events=bus("a"))
         b = RedisCircuitBreaker(two, QUICK, name="api", events=bus("b"))
@@ -241,7 +241,7 @@ async def test_the_breaker_is_a_remote_breaker_and_statistics_answer_from_the_la
     redis_server: RedisServer, prefix: str
 ) -> None:
     """It is a RemoteBreaker, not a CircuitBreaker; statistics() and repr cost no round trip."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         breaker = RedisCircuitBreaker(backend, QUICK, name="sync")
         assert isinstance(breaker, RemoteBreaker)
         typed: RemoteBreaker = breaker  # and mypy checks the signatures
@@ -281,7 +281,7 @@ async def test_a_corrupted_key_is_a_configuration_error_in_both_modes(
     """A breaker hash another writer corrupted (a state out of range, a field that is not a finite number)
     raises ConfigurationError naming the field from acquire, record and refresh, in both modes; never an
     IndexError or a state made up; the backend stays up, and deleting the key starts the breaker afresh."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         made = RedisCircuitBreaker(backend, QUICK, name="api")
         await fail(made)
         await backend.client.hset(made.key, field, value)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from asyncretry import RateLimitTimeout, TokenBucket
 from asyncretry._primitives._shared import RemoteBucket
 from asyncretry.redis import RedisBackend, RedisTokenBucket
-from conftest_redis import PATIENT, RedisServer
+from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -58,7 +58,7 @@ def pttl(server: RedisServer, key: str) -> int:
 @pytest.mark.anyio
 async def test_the_burst_is_free_then_calls_are_paced_at_the_rate(redis_server: RedisServer, prefix: str) -> None:
     """Capacity 5 at 50/s: five acquires pass at once, ten more take 10/50 = 0.2 s."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 50, 5, name="api")
         # The clock starts before the first acquire: the refill runs from its script on, so a loaded
         # machine's delay over the burst's five round trips would otherwise read as tokens that came early.
@@ -79,8 +79,8 @@ async def test_the_burst_is_free_then_calls_are_paced_at_the_rate(redis_server: 
 async def test_buckets_with_the_same_name_share_one_budget(redis_server: RedisServer, prefix: str) -> None:
     """Two clients (two processes, as far as Redis knows) draw on one capacity of 10 tokens together."""
     async with (
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        redis_server.backend(prefix) as one,
+        redis_server.backend(prefix) as two,
     ):
         a = RedisTokenBucket(one, 0.01, 10, name="shared")
         b = RedisTokenBucket(two, 0.01, 10, name="shared")
@@ -94,8 +94,8 @@ async def test_buckets_with_the_same_name_share_one_budget(redis_server: RedisSe
 async def test_prefixes_and_names_keep_buckets_apart(redis_server: RedisServer, prefix: str) -> None:
     """The key is ``{prefix}bucket:{name}``; another prefix or another name is another bucket."""
     async with (
-        RedisBackend(redis_server.url, prefix=prefix + "a:", operation_timeout=PATIENT) as first,
-        RedisBackend(redis_server.url, prefix=prefix + "b:", operation_timeout=PATIENT) as second,
+        redis_server.backend(prefix + "a:") as first,
+        redis_server.backend(prefix + "b:") as second,
     ):
         api = RedisTokenBucket(first, 0.01, 1, name="api")
         other_name = RedisTokenBucket(first, 0.01, 1, name="db")
@@ -115,7 +115,7 @@ async def test_prefixes_and_names_keep_buckets_apart(redis_server: RedisServer, 
 async def test_the_key_expires_once_the_bucket_would_be_full_again(redis_server: RedisServer, prefix: str) -> None:
     """Two tokens short at 10/s, the bucket is full in 0.2 s: the key lives that long plus a second's margin,
     and at least as long as the fleet's members count (10 s after a process said it is there)."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 10, 2, name="ttl")
         await bucket.acquire(2)  # says the process is there
         assert 9800 < pttl(redis_server, bucket.key) <= 10_000
@@ -130,7 +130,7 @@ async def test_the_key_expires_once_the_bucket_would_be_full_again(redis_server:
 async def test_every_acquire_is_one_round_trip_even_when_it_waits(redis_server: RedisServer, prefix: str) -> None:
     """EVALSHA once per acquire, waiting or not (on a server that knows the script; one that lacks it
     answers NOSCRIPT once, and the caller sends EVAL: tests/test_redis_limiter.py)."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         await RedisTokenBucket(backend, 20, 2, name="warm-up").acquire()  # the server learns the script
         counter = CommandCounter(backend)
         bucket = RedisTokenBucket(backend, 20, 2, name="trips")
@@ -149,8 +149,8 @@ async def test_waiters_are_served_in_the_order_they_reached_the_server(
 ) -> None:
     """Ten waiters from two clients, arriving one after the other, get their tokens in arrival order."""
     async with (
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        redis_server.backend(prefix) as one,
+        redis_server.backend(prefix) as two,
     ):
         buckets = [RedisTokenBucket(b, 100, 1, name="fifo") for b in (one, two)]
         await buckets[0].acquire()  # empty now: everybody below waits
@@ -186,7 +186,7 @@ async def test_a_wait_beyond_the_timeout_fails_at_once_and_reserves_nothing(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """At 0.2/s with the bucket empty, acquire(timeout=1) fails at once and leaves the queue as it was."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 0.2, 1, name="timeout")
         await bucket.acquire()
         started = time.monotonic()
@@ -201,7 +201,7 @@ async def test_a_wait_beyond_the_timeout_fails_at_once_and_reserves_nothing(
 @pytest.mark.anyio
 async def test_a_cancelled_waiter_hands_its_reservation_back(redis_server: RedisServer, prefix: str) -> None:
     """A waiter cancelled in its sleep returns its tokens with the next round trip: the queue shrinks again."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 5, 1, name="cancel")
         await bucket.acquire()
         started = time.monotonic()
@@ -218,7 +218,7 @@ async def test_a_cancelled_waiter_hands_its_reservation_back(redis_server: Redis
 @pytest.mark.anyio
 async def test_try_acquire_never_overtakes_a_sleeping_reservation(redis_server: RedisServer, prefix: str) -> None:
     """While a waiter sleeps on its reservation, a token that refilled meanwhile is already promised to it."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 10, 1, name="no-overtaking")
         await bucket.acquire()
         async with anyio.create_task_group() as tg:
@@ -231,7 +231,7 @@ async def test_try_acquire_never_overtakes_a_sleeping_reservation(redis_server: 
 @pytest.mark.anyio
 async def test_the_bucket_is_a_remote_bucket_built_around_a_local_one(redis_server: RedisServer, prefix: str) -> None:
     """It implements the RemoteBucket protocol and is no TokenBucket: no synchronous call that cannot work."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 1, 1, name="protocol")
         assert isinstance(bucket, RemoteBucket)
         typed: RemoteBucket = bucket  # and mypy checks the signatures
@@ -247,7 +247,7 @@ async def test_a_synchronous_release_travels_with_the_next_round_trip(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """release_later() is local and instant; the tokens reach Redis with the bucket's next script."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 0.01, 5, name="deferred")
         await bucket.acquire(5)
         bucket.release_later(2)
@@ -265,7 +265,7 @@ async def test_a_leased_batch_serves_k_calls_with_one_round_trip_at_the_rate(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """lease=5 at 100/s: 5 calls cost one script; the next batch is reserved in the fleet's queue and paced."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         counter = CommandCounter(backend)
         bucket = RedisTokenBucket(backend, 100, 5, name="leased", lease=5)
         # The clock starts before the burst's script: the refill runs from that script on, so times taken
@@ -289,7 +289,7 @@ async def test_a_leased_batch_serves_k_calls_with_one_round_trip_at_the_rate(
 @pytest.mark.anyio
 async def test_unused_leased_tokens_go_back_on_aclose(redis_server: RedisServer, prefix: str) -> None:
     """A process that leased 10 tokens and used 1 gives 9 back when it closes the bucket: nothing leased is lost."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         async with RedisTokenBucket(backend, 0.001, 10, name="giveback", lease=10) as bucket:
             await bucket.acquire()
             assert stored(redis_server, bucket.key)["tokens"] == pytest.approx(0, abs=0.01)
@@ -303,7 +303,7 @@ async def test_a_cancelled_call_on_a_leased_token_hands_it_to_the_next_call(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """Cancelled while sleeping on a leased token: the token stays with this process for its next call."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 5, 2, name="cancel-lease", lease=2)
         await bucket.acquire(2)  # empty now
         await bucket.acquire()  # leases 2: this call's token at 0.2 s, the spare at 0.4 s
@@ -322,7 +322,7 @@ async def test_a_timeout_shorter_than_the_next_leased_token_fails_at_once(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """The fleet's queue is behind this process's batch: a call that cannot wait for it fails without a round trip."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 2, 3, name="lease-timeout", lease=3)
         await bucket.acquire(3)
         await bucket.acquire()  # leases 3 tokens due at 0.5, 1.0 and 1.5 s
@@ -339,7 +339,7 @@ async def test_a_timeout_shorter_than_the_next_leased_token_fails_at_once(
 @pytest.mark.anyio
 async def test_rate_and_capacity_changes_apply_to_the_next_script(redis_server: RedisServer, prefix: str) -> None:
     """Setting rate and capacity re-parameterises this process's next scripts (and its local fallback)."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         bucket = RedisTokenBucket(backend, 1, 1, name="reconfigure")
         await bucket.acquire()
         bucket.rate = 1000
@@ -353,7 +353,7 @@ async def test_rate_and_capacity_changes_apply_to_the_next_script(redis_server: 
 @pytest.mark.anyio
 async def test_statistics_and_repr_describe_the_shared_bucket(redis_server: RedisServer, prefix: str) -> None:
     """statistics() counts this process's grants and round trips; repr names the key, rate and failure mode."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         # 1/s: the milliseconds a loaded machine takes between the calls barely refill the bucket
         bucket = RedisTokenBucket(backend, 1, 4, name="stats", on_unavailable="fail_closed")
         started = time.monotonic()
@@ -395,7 +395,7 @@ def test_bad_settings_are_refused_with_the_parameter_named(redis_server: RedisSe
 @pytest.mark.anyio
 async def test_bad_calls_are_refused_with_the_parameter_named(redis_server: RedisServer, prefix: str) -> None:
     """n above the capacity and negative timeouts are refused before any round trip."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         counter = CommandCounter(backend)
         bucket = RedisTokenBucket(backend, 1, 2, name="bad")
         with pytest.raises(ValueError, match="n must be"):
@@ -411,7 +411,7 @@ def test_trio_is_refused_with_a_clear_message(redis_server: RedisServer, prefix:
     """redis-py's asyncio client cannot run on trio: the bucket says so instead of failing open silently."""
 
     async def main() -> None:
-        bucket = RedisTokenBucket(RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT), 1, 1)
+        bucket = RedisTokenBucket(redis_server.backend(prefix), 1, 1)
         await bucket.acquire()
 
     with pytest.raises(RuntimeError, match="asyncio only"):
@@ -427,7 +427,7 @@ def test_the_shared_balance_never_exceeds_the_capacity(
 
     async def run() -> None:
         own = f"prop:{uuid.uuid4().hex}:"  # a prefix of its own for each example
-        async with RedisBackend(redis_server.url, prefix=own, operation_timeout=PATIENT) as backend:
+        async with redis_server.backend(own) as backend:
             bucket = RedisTokenBucket(backend, 0.001, 4, name="property")
             for op, n in operations:
                 if op == "take":

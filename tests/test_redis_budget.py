@@ -33,7 +33,7 @@ from asyncretry._primitives._shared import RemoteBudget
 from asyncretry.redis import RedisBackend, RedisRetryBudget
 from asyncretry.testing import VirtualClock
 from conftest import EventLog
-from conftest_redis import PATIENT, RedisServer
+from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -68,8 +68,8 @@ async def spend_all(budget: RedisRetryBudget, limit: int = 10_000) -> int:
 async def test_two_processes_share_one_floor_and_one_window(redis_server: RedisServer, prefix: str) -> None:
     """Two clients of one name share the floor: 60 retries between them, not 60 each."""
     async with (
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        redis_server.backend(prefix) as one,
+        redis_server.backend(prefix) as two,
     ):
         budgets = [RedisRetryBudget(b, LONG, name="api") for b in (one, two)]
         allowed = [await budgets[i % 2].try_spend() for i in range(61)]
@@ -82,8 +82,8 @@ async def test_two_processes_share_one_floor_and_one_window(redis_server: RedisS
 async def test_requests_of_every_process_earn_retries(redis_server: RedisServer, prefix: str) -> None:
     """Requests recorded by either process earn ratio retries each for the whole fleet."""
     async with (
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        redis_server.backend(prefix) as one,
+        redis_server.backend(prefix) as two,
     ):
         config = RetryBudgetConfig(ratio=0.5, min_retries_per_second=0, window=600)
         first = RedisRetryBudget(one, config, name="api", sync_interval=0)
@@ -102,7 +102,7 @@ async def test_requests_of_every_process_earn_retries(redis_server: RedisServer,
 async def test_requests_wait_for_the_sync_interval_or_the_next_retry(redis_server: RedisServer, prefix: str) -> None:
     """Within sync_interval requests stay here (pending); the next try_spend sends them before it asks."""
     clock = VirtualClock()
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         config = RetryBudgetConfig(ratio=1, min_retries_per_second=0, window=600)
         budget = RedisRetryBudget(backend, config, name="api", sync_interval=5, clock=clock)
         await budget.record_request()  # the first one goes at once
@@ -121,7 +121,7 @@ async def test_requests_wait_for_the_sync_interval_or_the_next_retry(redis_serve
 @pytest.mark.anyio
 async def test_the_window_slides_on_the_servers_clock(redis_server: RedisServer, prefix: str) -> None:
     """Once a window has gone by on the server, the old requests and retries no longer count."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         config = RetryBudgetConfig(ratio=1, min_retries_per_second=0, window=600, slices=10)
         budget = RedisRetryBudget(backend, config, name="api", sync_interval=0)
         for _ in range(5):
@@ -142,7 +142,7 @@ async def test_the_window_slides_on_the_servers_clock(redis_server: RedisServer,
 @pytest.mark.anyio
 async def test_a_refund_reaches_the_shared_window(redis_server: RedisServer, prefix: str) -> None:
     """refund(ticket) gives that retry back in the fleet's window with the next round trip, once."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         budget = RedisRetryBudget(backend, LONG, name="api")
         assert await spend_all(budget, limit=59) == 59
         ticket = await budget.spend()
@@ -159,7 +159,7 @@ async def test_a_refund_reaches_the_shared_window(redis_server: RedisServer, pre
 async def test_exhaustion_events_describe_what_this_process_saw(redis_server: RedisServer, prefix: str) -> None:
     """A refusal emits BudgetExhausted once; room again (others' requests) emits BudgetRestored."""
     recorder = Recorder()
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         config = RetryBudgetConfig(ratio=1, min_retries_per_second=0, window=600)
         budget = RedisRetryBudget(backend, config, name="api", events=recorder.bus)
         other = RedisRetryBudget(backend, config, name="api", sync_interval=0)
@@ -276,7 +276,7 @@ def test_the_script_answers_exactly_as_the_local_budget(
         local = RetryBudget(config, clock=clock)
         local.statistics()  # slice 0 starts now, as the key's does below
         own = f"prop:{uuid.uuid4().hex}:"  # a prefix of its own for each example
-        async with RedisBackend(redis_server.url, prefix=own, operation_timeout=PATIENT) as backend:
+        async with redis_server.backend(own) as backend:
             shared = RedisRetryBudget(backend, config, name="property", sync_interval=0)
             await shared.flush()
             tickets: list[tuple[BudgetTicket, BudgetTicket]] = []

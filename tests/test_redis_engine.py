@@ -29,7 +29,7 @@ from asyncretry.redis import (
     RedisRetryQuota,
     RedisTokenBucket,
 )
-from conftest_redis import PATIENT, RedisServer
+from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -68,8 +68,8 @@ async def two_processes(
 ) -> AsyncIterator[tuple[Retrier, Retrier]]:
     """Two retriers on two clients, whose shared state is made per scope by the given factories."""
     async with (
-        RedisBackend(server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        server.backend(prefix) as one,
+        server.backend(prefix) as two,
     ):
         retriers = tuple(
             Retrier(policy, name=f"process-{i}", **{part: make(backend) for part, make in parts.items()})

@@ -22,8 +22,8 @@ from asyncretry import (
     Throttled,
 )
 from asyncretry._primitives._shared import RemoteLimiter
-from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend, RedisTokenBucket
-from conftest_redis import PATIENT, RedisServer
+from asyncretry.redis import RedisAdaptiveRateLimiter, RedisTokenBucket
+from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 from test_redis_bucket import CommandCounter
 
@@ -39,7 +39,7 @@ async def fleet(
     """``size`` limiters with one name on as many clients: a fleet of processes, as far as Redis can tell."""
     async with AsyncExitStack() as stack:
         backends = [
-            await stack.enter_async_context(RedisBackend(server.url, prefix=prefix, operation_timeout=PATIENT))
+            await stack.enter_async_context(server.backend(prefix))
             for _ in range(size)
         ]
         yield [RedisAdaptiveRateLimiter(b, name="api", **options) for b in backends]
@@ -50,7 +50,7 @@ async def test_acquire_is_free_until_a_throttle_except_a_sync_every_interval(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """Before any throttle, 100 acquires over 0.3 s make a round trip only every sync_interval (0.1 s)."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         counter = CommandCounter(backend)
         limiter = RedisAdaptiveRateLimiter(backend, name="free", sync_interval=0.1)
         for _ in range(100):
@@ -141,7 +141,7 @@ async def test_throttles_and_rate_changes_are_announced(redis_server: RedisServe
             seen.append(type(event).__name__)
 
     bus.subscribe(record)
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         limiter = RedisAdaptiveRateLimiter(backend, name="events", events=bus)
         for _ in range(5):
             await limiter.acquire()
@@ -276,7 +276,7 @@ async def test_two_profiles_on_one_name_are_a_configuration_error_not_an_outage_
     """A process whose limiter has another profile than the one that made the fleet's state is told so
     (ConfigurationError, in both modes); the backend stays up for every other primitive on it. (A script that
     failed on the other profile's fields was read as Redis being down: the whole backend failed open.)"""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         profiles = {"aws": AWS, "asyncretry": AdaptiveLimiterConfig()}
         made = RedisAdaptiveRateLimiter(backend, profiles[first], name="api")
         other = next(config for name, config in profiles.items() if name != first)
@@ -298,7 +298,7 @@ async def test_two_profiles_on_one_name_are_a_configuration_error_not_an_outage_
 async def test_a_flushed_script_cache_is_taught_again_without_an_outage(redis_server: RedisServer, prefix: str) -> None:
     """SCRIPT FLUSH (as a restarted or failed-over server has): the next round trip gets NOSCRIPT, sends the
     script with EVAL and goes on from the fleet's state; nothing fails open."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         limiter = RedisAdaptiveRateLimiter(backend, name="api")
         limiter.update(True)
         await limiter.refresh()

@@ -24,7 +24,7 @@ from asyncretry import (
 )
 from asyncretry._primitives._shared import RemoteQuota
 from asyncretry.redis import RedisBackend, RedisRetryQuota
-from conftest_redis import PATIENT, RedisServer
+from conftest_redis import RedisServer
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.redis, pytest.mark.real_time]
@@ -41,8 +41,8 @@ def stored_tokens(server: RedisServer, key: str, missing: float = -1.0) -> float
 async def test_a_total_outage_gets_100_retries_in_the_whole_fleet(redis_server: RedisServer, prefix: str) -> None:
     """Two processes share 500 tokens at 5 a retry: 100 retries between them, then both are refused."""
     async with (
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        redis_server.backend(prefix) as one,
+        redis_server.backend(prefix) as two,
     ):
         quotas = [RedisRetryQuota(b, name="api") for b in (one, two)]
         cost = quotas[0].cost_of(OutcomeKind.TRANSIENT)
@@ -55,7 +55,7 @@ async def test_a_total_outage_gets_100_retries_in_the_whole_fleet(redis_server: 
 @pytest.mark.anyio
 async def test_successes_refund_up_to_the_capacity(redis_server: RedisServer, prefix: str) -> None:
     """release() adds tokens back, never beyond max_capacity."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=20), name="api")
         assert await quota.try_acquire(10)
         await quota.release(4)
@@ -69,7 +69,7 @@ async def test_successes_refund_up_to_the_capacity(redis_server: RedisServer, pr
 @pytest.mark.anyio
 async def test_the_quota_refills_with_time_on_the_servers_clock(redis_server: RedisServer, prefix: str) -> None:
     """With refill_units_per_second=100 a drained quota holds about 10 tokens 0.1 s later."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         config = RetryQuotaConfig(max_capacity=50, refill_units_per_second=100)
         quota = RedisRetryQuota(backend, config, name="refill")
         assert await quota.try_acquire(50)
@@ -81,7 +81,7 @@ async def test_the_quota_refills_with_time_on_the_servers_clock(redis_server: Re
 @pytest.mark.anyio
 async def test_circuit_breaker_mode_refuses_at_once(redis_server: RedisServer, prefix: str) -> None:
     """acquire() in circuit-breaker mode raises RetryCapacityExceeded when the fleet's quota cannot pay."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="cb")
         await quota.acquire(10)
         with pytest.raises(RetryCapacityExceeded, match="5 tokens"):
@@ -91,7 +91,7 @@ async def test_circuit_breaker_mode_refuses_at_once(redis_server: RedisServer, p
 @pytest.mark.anyio
 async def test_waiting_mode_waits_for_the_refill(redis_server: RedisServer, prefix: str) -> None:
     """A waiting-mode retry that finds the quota empty waits for the server-computed refill (5 tokens at 50/s)."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         config = RetryQuotaConfig(max_capacity=10, refill_units_per_second=50, circuit_breaker_mode=False)
         quota = RedisRetryQuota(backend, config, name="wait")
         await quota.acquire(10)
@@ -105,8 +105,8 @@ async def test_waiting_mode_waits_for_the_refill(redis_server: RedisServer, pref
 async def test_a_waiter_is_paid_by_another_processs_success(redis_server: RedisServer, prefix: str) -> None:
     """A refund from another client reaches a waiting retry long before the refill would (it re-checks every 0.1 s)."""
     async with (
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as one,
-        RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as two,
+        redis_server.backend(prefix) as one,
+        redis_server.backend(prefix) as two,
     ):
         config = RetryQuotaConfig(max_capacity=10, refill_units_per_second=0.1, circuit_breaker_mode=False)
         waiter, other = RedisRetryQuota(one, config, name="api"), RedisRetryQuota(two, config, name="api")
@@ -123,7 +123,7 @@ async def test_a_waiter_is_paid_by_another_processs_success(redis_server: RedisS
 @pytest.mark.anyio
 async def test_a_waiting_mode_timeout_is_refused_up_front(redis_server: RedisServer, prefix: str) -> None:
     """A predicted refill longer than the timeout fails at once with RetryCapacityExceeded."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         config = RetryQuotaConfig(max_capacity=10, refill_units_per_second=1, circuit_breaker_mode=False)
         quota = RedisRetryQuota(backend, config, name="wait")
         await quota.acquire(10)
@@ -147,7 +147,7 @@ async def test_exhaustion_and_restoration_events_describe_what_this_process_saw(
             events.append(type(event).__name__)
 
     bus.subscribe(record)
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="ev", events=bus)
         assert await quota.try_acquire(10)
         assert not await quota.try_acquire(5)
@@ -163,7 +163,7 @@ async def test_a_refund_booked_without_a_round_trip_settles_with_the_next_script
     redis_server: RedisServer, prefix: str
 ) -> None:
     """release_later (a cancelled retry) counts at once locally and reaches Redis with the next script."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="sync")
         assert await quota.try_acquire(10)
         quota.release_later(3)
@@ -177,7 +177,7 @@ async def test_a_refund_booked_without_a_round_trip_settles_with_the_next_script
 @pytest.mark.anyio
 async def test_the_quota_is_a_remote_quota_built_around_a_local_one(redis_server: RedisServer, prefix: str) -> None:
     """It implements the RemoteQuota protocol, is no RetryQuota, and answers cost_of without a round trip."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         quota = RedisRetryQuota(backend, name="protocol")
         assert isinstance(quota, RemoteQuota)
         typed: RemoteQuota = quota  # and mypy checks the signatures
@@ -191,7 +191,7 @@ async def test_the_quota_is_a_remote_quota_built_around_a_local_one(redis_server
 @pytest.mark.anyio
 async def test_reset_fills_the_fleets_quota_and_refresh_reads_it(redis_server: RedisServer, prefix: str) -> None:
     """reset() refills the shared balance for every process; refresh() reads it in one round trip."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         one = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="reset")
         two = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="reset")
         assert await one.try_acquire(10)
@@ -203,7 +203,7 @@ async def test_reset_fills_the_fleets_quota_and_refresh_reads_it(redis_server: R
 @pytest.mark.anyio
 async def test_an_unused_quota_expires_after_key_ttl(redis_server: RedisServer, prefix: str) -> None:
     """The key lives key_ttl seconds after its last use; expired, the quota starts full again."""
-    async with RedisBackend(redis_server.url, prefix=prefix, operation_timeout=PATIENT) as backend:
+    async with redis_server.backend(prefix) as backend:
         quota = RedisRetryQuota(backend, RetryQuotaConfig(max_capacity=10), name="ttl", key_ttl=0.2)
         assert await quota.try_acquire(10)
         with redis.Redis.from_url(redis_server.url) as client:
