@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import trio.testing
 from hypothesis import settings
 
+import virtual_time
 from asyncretry import Event, EventBus
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
-from asyncretry.testing import virtual_time_loop
 
 # The Redis fixtures live here (conftest level) so that the session-scoped server starts once per run,
 # not once per test module that uses it. The Redis test modules override anyio_backend themselves
@@ -39,9 +38,7 @@ settings.load_profile("asyncretry")
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
     real_time = request.node.get_closest_marker("real_time") is not None
-    if request.param == "asyncio":
-        return ("asyncio", {} if real_time else {"loop_factory": virtual_time_loop})
-    return ("trio", {} if real_time else {"clock": trio.testing.MockClock(autojump_threshold=0)})
+    return (request.param, {} if real_time else virtual_time.backend_options(request.param))
 
 
 # -- the project's fault-injecting HTTP server (uvicorn on 127.0.0.1), for the httpx integration tests

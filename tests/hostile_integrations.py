@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple
 
 import aiobotocore.awsrequest
 import aiobotocore.session
 import aiohttp
-import anyio
 import botocore.awsrequest
 import botocore.loaders
 import botocore.session
@@ -29,8 +28,8 @@ import asyncretry
 import asyncretry.aiohttp
 import asyncretry.aws
 import asyncretry.grpc
+import virtual_time
 from asyncretry import AsyncRetryError
-from asyncretry.testing import virtual_time_loop
 
 MODULES = (asyncretry.aiohttp, asyncretry.grpc, asyncretry.aws)
 
@@ -122,11 +121,6 @@ class _FakeResponse:
         pass
 
 
-def _in_virtual_time(main: Callable[[], Awaitable[None]]) -> None:
-    """Run a first use on asyncio in virtual time: the backoff between its attempts takes no real time."""
-    anyio.run(main, backend="asyncio", backend_options={"loop_factory": virtual_time_loop})
-
-
 def use_aiohttp_middleware(obj: Any) -> None:
     """A GET answered 503 then 200, and a POST answered 503 (not retried), on asyncio."""
 
@@ -141,7 +135,7 @@ def use_aiohttp_middleware(obj: Any) -> None:
             with contextlib.suppress(AsyncRetryError):
                 await obj(request, handler)
 
-    _in_virtual_time(main)
+    virtual_time.run(main, "asyncio")  # the backoff between its attempts takes no real time
 
 
 def use_aiohttp_options(options: dict[str, Any]) -> None:
@@ -203,7 +197,7 @@ def use_grpc_interceptors(obj: asyncretry.grpc.RetryInterceptors, options: dict[
                 await obj.intercept_unary_unary(continuation, _details(timeout), b"request")
             failures.append(_aio_error(grpc.StatusCode.UNAVAILABLE))
 
-    _in_virtual_time(main)
+    virtual_time.run(main, "asyncio")  # the backoff between its attempts takes no real time
 
 
 class _SyncError(grpc.RpcError, grpc.Call):  # type: ignore[misc]

@@ -10,12 +10,12 @@ from typing import Any
 
 import anyio
 import pytest
-import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import virtual_time
 from asyncretry import BucketStatistics, RateLimitTimeout, TokenBucket
-from asyncretry.testing import VirtualClock, virtual_time_loop
+from asyncretry.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -624,12 +624,7 @@ def test_a_bucket_made_outside_a_loop_starts_refilling_at_its_first_use(backend:
         await anyio.sleep(2)
         return first, bucket.available
 
-    options: dict[str, Any] = (
-        {"loop_factory": virtual_time_loop}
-        if backend == "asyncio"
-        else {"clock": trio.testing.MockClock(autojump_threshold=0)}
-    )
-    first, later = anyio.run(main, backend=backend, backend_options=options)
+    first, later = virtual_time.run(main, backend)
     assert first == 0
     assert later == pytest.approx(2)
 

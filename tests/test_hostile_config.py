@@ -30,7 +30,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +40,7 @@ import asyncretry.otel
 import asyncretry.redis
 import asyncretry.testing
 import hostile_integrations as integrations
+import virtual_time
 from asyncretry import AsyncRetryError, OutcomeKind, RetryPolicy
 
 HOSTILE: list[Any] = [
@@ -122,7 +122,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
 
 
 def _in_virtual_time(main: Callable[[], Awaitable[None]]) -> None:
-    anyio.run(main, backend="trio", backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
+    virtual_time.run(main, "trio")
 
 
 def _on_asyncio(main: Callable[[], Awaitable[None]]) -> None:
@@ -555,7 +555,7 @@ def _send_with_override(key: str, value: Any, transport_kind: str) -> tuple[Exce
                 async with httpx.AsyncClient(transport=transport) as client:
                     await client.post("http://test.invalid/", content=b"x", extensions=extensions)
 
-            anyio.run(send, backend="trio", backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
+            _in_virtual_time(send)
     except (TypeError, ValueError) as error:
         return error, sends[0]
     return None, sends[0]

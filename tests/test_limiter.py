@@ -12,10 +12,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
+import virtual_time
 from asyncretry import (
     DEFAULT_CLOCK,
     AdaptiveLimiterConfig,
@@ -27,7 +27,7 @@ from asyncretry import (
     RateLimitTimeout,
     Throttled,
 )
-from asyncretry.testing import VirtualClock, virtual_time_loop
+from asyncretry.testing import VirtualClock
 
 DATA = Path(__file__).parent / "data"
 END_TO_END: dict[str, Any] = json.loads((DATA / "adaptive_end_to_end.json").read_text(encoding="utf-8"))
@@ -477,11 +477,6 @@ def test_limiter_built_outside_a_loop_starts_on_the_loops_clock(backend: str) ->
     inside it: without re-anchoring, t0 would belong to another time scale.
     """
     limiter = AdaptiveRateLimiter(AWS)
-    options: dict[str, Any] = (
-        {"loop_factory": virtual_time_loop}
-        if backend == "asyncio"
-        else {"clock": trio.testing.MockClock(autojump_threshold=0)}
-    )
 
     async def main() -> tuple[float, float]:
         await anyio.sleep(100.2)
@@ -491,7 +486,7 @@ def test_limiter_built_outside_a_loop_starts_on_the_loops_clock(backend: str) ->
             await anyio.sleep(0.05)
         return first, DEFAULT_CLOCK.now()
 
-    first, _ = anyio.run(main, backend=backend, backend_options=options)
+    first, _ = virtual_time.run(main, backend)
     assert limiter.last_throttle_time == first
     assert 15 < limiter.measured_rate < 25
 
