@@ -14,11 +14,12 @@ throttling error) beyond. N clients, each with its own retrier and limiter (as s
 call it through the real retry engine; every request takes one round trip (RTT). Demand is either equal
 and saturating (closed-loop workers, enough of them per client to send twice its fair share) or
 heterogeneous (a quarter of the clients want 4x the fair share, the rest 0.5x, as Poisson arrivals). A
-"step" run halves R for its middle third. Each cell runs five controllers in the same run: the default
-profile, the ``"fair"`` profile, the SDK-exact ``"aws"`` profile, no limiter (standard mode) and a plain
-AIMD limiter (+1/s per second, x0.7 per congestion event); variants take settings after a colon
-(``fair:fair_exponent=0+fair_probe=4``, ``asyncretry:fair_count=6``) or leave rules of the default profile
-out (``asyncretry-without:RULE+RULE``). Cells fan out over processes (``--jobs``); time is virtual.
+"step" run halves R for its middle third. Each cell runs six controllers in the same run: the default
+profile, the ``"independent"`` and ``"fair"`` profiles, the SDK-exact ``"aws"`` profile, no limiter (standard
+mode) and a plain AIMD limiter (+1/s per second, x0.7 per congestion event); variants take settings after a
+colon (``fair:fair_exponent=0+fair_probe=4``, ``independent:share_exponent=0.5``, ``asyncretry:fair_count=6``)
+or leave rules of the default profile out (``asyncretry-without:RULE+RULE``). Cells fan out over processes
+(``--jobs``); time is virtual.
 
 Per cell, medians over the seeds (worst seed in brackets):
 
@@ -56,7 +57,7 @@ from asyncretry._primitives._adaptive import RULES, AsyncretryRateController
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.testing import virtual_time_loop
 
-CONTROLLERS = ("asyncretry", "fair", "aws", "none", "aimd")
+CONTROLLERS = ("asyncretry", "independent", "fair", "aws", "none", "aimd")
 BURST = 0.05  # the server's bucket: 50 ms of its rate
 QUICK = {"rates": (200, 800), "clients": (10, 50), "rtts": (0.001, 0.1), "demands": ("equal",),
          "shapes": ("steady",), "seeds": 2, "duration": 20.0}
@@ -151,14 +152,14 @@ def _rules(controller: str) -> frozenset[str] | None:
 
 
 def _config(controller: str) -> AdaptiveLimiterConfig:
-    """The ``"fair"`` or default profile, with constants from a name like ``fair:fair_step=2+fair_decrease=0.7``
+    """The profile named before the colon, with constants from a name like ``fair:fair_step=2+fair_decrease=0.7``
     or ``asyncretry:fair_count=6``."""
     options = {}
     if ":" in controller:
         for pair in controller.split(":", 1)[1].split("+"):
             key, value = pair.split("=")
             options[key] = float(value)
-    profile = "fair" if controller.startswith("fair") else "asyncretry"
+    profile = controller.split(":", 1)[0]
     return AdaptiveLimiterConfig(profile=profile, **options)
 
 
@@ -167,7 +168,7 @@ def _policy(controller: str) -> RetryPolicy:
         return RetryPolicy.aws_adaptive()
     if controller == "none":
         return RetryPolicy()
-    if controller.startswith(("fair", "asyncretry:")):
+    if controller.startswith(("fair", "independent", "asyncretry:")):
         return RetryPolicy(mode="adaptive", limiter=_config(controller))
     return RetryPolicy(mode="adaptive")
 
@@ -416,8 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--controllers", default=",".join(CONTROLLERS),
-        help="comma-separated, from asyncretry, fair, aws, none, aimd; fair:KEY=VALUE+... and "
-        "asyncretry:KEY=VALUE+... (a profile with those settings); asyncretry-without:RULE+RULE (a variant of "
+        help="comma-separated, from asyncretry, independent, fair, aws, none, aimd; PROFILE:KEY=VALUE+... "
+        "(asyncretry, independent or fair with those settings); asyncretry-without:RULE+RULE (a variant of "
         f"the default profile without those rules: {', '.join(RULES)}); asyncretry-paced[:RULE+RULE]: the same "
         "with no engine backoff after any throttle",
     )

@@ -135,7 +135,7 @@ def test_throttle_with_nothing_measured_floors_at_the_minimums() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("profile", "fast", r"profile must be one of 'asyncretry', 'aws', 'fair', got 'fast'"),
+        ("profile", "fast", r"profile must be one of 'asyncretry', 'aws', 'fair', 'independent', got 'fast'"),
         ("beta", 0.0, r"beta must be > 0 and < 1, got 0.0"),
         ("beta", 1.0, r"beta must be > 0 and < 1, got 1.0"),
         ("scale_constant", 0, r"scale_constant must be > 0, got 0"),

@@ -16,70 +16,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ._adaptive_rules import chosen_steps, grown_rate, hold_after, repeat_cut, start_rate
+from ._adaptive_rules import (
+    INDEPENDENT_RULES,
+    RULES,
+    SHARE_RULES,
+    THROTTLE_STEPS,
+    chosen_steps,
+    grown_rate,
+    hold_after,
+    repeat_cut,
+    share_stretch,
+    start_rate,
+)
 from ._fleet_bound import FleetBound
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import RoundTrip, SlidingCounter
 
-__all__ = ["RULES", "THROTTLE_STEPS", "AsyncretryRateController"]
-
-RULES = (
-    "start_up",
-    "one_decrease_per_event",
-    "repeat_cut",
-    "outage",
-    "few_successes",
-    "start_answers_backoff",
-    "fleet_event_rate",
-    "fleet_climb",
-    "rtt_probe",
-)
-"""The rules a controller can run without, one at a time (``rules=``); all of them by default.
-
-* ``start_up``: the first throttles start the rate from what was served so far (a share of what was
-  sent if nothing was), not from the floor; without it the first throttle is an ordinary event.
-* ``one_decrease_per_event``: a throttle of a request sent before the last decrease is an echo of the
-  event already handled; without it every throttle is an event.
-* ``repeat_cut``: a second fresh throttle within ``reaction_time`` of a decrease cuts the rate to the
-  share of fresh answers that succeeded (between ``min_repeat_decrease`` and ``repeat_decrease``); one
-  alone is tolerated. Without it such throttles are measured like any event.
-* ``outage``: nothing served for ``measurement_window`` with enough answers to tell drops the rate to
-  ``outage_probe`` of the capacity from before, which the first success restores. A client never served
-  has no capacity to remember: its throttles are a share it has not won yet (one client of a fleet), and
-  cut its rate as any event does.
-* ``few_successes``: an estimate resting on few successes (one client of a fleet) is cut by
-  ``repeat_decrease`` and held instead of measured, grows by ``fair_step`` per second and probes more
-  slowly; a lucky success or two before the first throttle does not set the start.
-* ``start_answers_backoff``: the start-up's throttles need no throttling backoff from the engine.
-* ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, never cut below
-  ``repeat_decrease`` of the rate it ran at (its fill rate, or what it was served over the last window if
-  that is less), and its throttles need no throttling backoff.
-* ``fleet_climb``: between two events that lowest rate climbs by the ``"fair"`` profile's additive step
-  (``fair_step`` at ``fair_reference``, growing as ``(rate / fair_reference) ** fair_exponent`` and doubling
-  every ``fair_probe`` since the cut), the same for every client, so that the clients cut last climb back
-  and the shares converge; without it that rate stays where the last event put it.
-* ``rtt_probe``: the probe doubles no faster than every ``probe_rtts`` smoothed round trips (measured
-  from the send times), so that it grows by at most about ``ln 2 / probe_rtts`` in the round trip a
-  throttle takes to come back; without it the probe doubles every ``probe_doubling_time`` whatever the
-  round trip.
-
-Always on, since they are the controller itself: the capacity measured at each event and the restart
-at ``utilization`` of it, then the concave recovery and the exponential probe.
-"""
-
-THROTTLE_STEPS = (
-    "start_up",
-    "one_decrease_per_event",
-    "count_event",
-    "outage",
-    "repeat_cut",
-    "measure",
-    "fleet_event_rate",
-    "few_successes",
-    "restart_below_capacity",
-)
-"""The order in which a throttle's steps run; the first that decides the new rate ends the sequence.
-``count_event``, ``measure`` and ``restart_below_capacity`` always run (when reached)."""
+__all__ = ["INDEPENDENT_RULES", "RULES", "SHARE_RULES", "THROTTLE_STEPS", "AsyncretryRateController"]
 
 # The fewest unserved responses in a row that can show an outage (``outage``).
 _OUTAGE_EVIDENCE = 3
@@ -124,7 +77,8 @@ class AsyncretryRateController:
     Args:
         config: the constants (the ``"asyncretry"`` ones and the shared ones).
         start: the limiter's start time, seconds.
-        rules: the names of :data:`RULES` to apply (default: all); a name left out switches that rule off.
+        rules: the names of :data:`RULES` and :data:`SHARE_RULES` to apply (default: :data:`RULES`); a name
+            left out switches that rule off.
 
     Raises:
         ValueError: ``rules`` names a rule that does not exist.
@@ -162,10 +116,12 @@ class AsyncretryRateController:
         "_rtt_doubling",
         "_rules",
         "_served",
+        "_shared_at",
         "_stable",
         "_start",
         "_starting",
         "_steps",
+        "_stretch",
         "_unserved",
         "_width",
         "_window",
@@ -176,7 +132,7 @@ class AsyncretryRateController:
     )
 
     def __init__(self, config: AdaptiveLimiterConfig, start: float, *, rules: Iterable[str] = RULES) -> None:
-        self._rules, steps = chosen_steps(rules, RULES, THROTTLE_STEPS)
+        self._rules, steps = chosen_steps(rules, RULES + SHARE_RULES, THROTTLE_STEPS)
         self._steps: tuple[Callable[[_Throttle], bool], ...] = tuple(getattr(self, f"_step_{n}") for n in steps)
         self._config = config
         # Fewer successes than this behind an estimate mark one client of a fleet (the fleet rules); with
@@ -220,6 +176,9 @@ class AsyncretryRateController:
         self._fleet = FleetBound(config, start, window=window, width=self._width, climbs="fleet_climb" in self._rules)
         self._resumed = False
         self._stable = start
+        # When a throttle last came below the estimate (share_recovery), and the recovery's and probe's factor.
+        self._shared_at = -math.inf
+        self._stretch = 1.0
         self.enabled = False
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
@@ -244,8 +203,12 @@ class AsyncretryRateController:
     def answers_backoff(self) -> bool:
         """Whether the throttle just fed needs no throttling backoff from the retry engine: one of the
         start-up's throttles, which the start of the rate already answered (``start_answers_backoff``),
-        or one of a fleet client whose rate its events set (``fleet_event_rate``)."""
-        return (self._starting and "start_answers_backoff" in self._rules) or self._fleet.active
+        or one of a fleet client whose rate its events set (``fleet_event_rate``), or any once the limiter is
+        enabled (``pace_without_backoff``)."""
+        rules = self._rules
+        if self.enabled and "pace_without_backoff" in rules:
+            return True
+        return (self._starting and "start_answers_backoff" in rules) or self._fleet.active
 
     @property
     def in_outage(self) -> bool:
@@ -353,6 +316,8 @@ class AsyncretryRateController:
         """Measure the capacity; with nothing served since the reference, a plain decrease."""
         config = self._config
         event.was_few = self._evidence < self._few_evidence
+        if self.fill_rate < self.last_max_rate and "share_recovery" in self._rules:
+            self._shared_at = event.now  # throttled below the estimate: others share the server
         event.capacity = self._measure(event.now, event.sent)
         if event.capacity <= 0.0:
             # Nothing served since the reference, but too little sent to call it an outage (a client
@@ -501,7 +466,13 @@ class AsyncretryRateController:
         self._decreased_at = now
         self._fresh_successes = self._fresh_throttles = 0
         self._restart_fraction = fraction
-        self._recovery = as_seconds(recovery)
+        self._stretch = 1.0
+        if now - self._shared_at < self._horizon:
+            config = self._config
+            self._stretch = share_stretch(
+                max(capacity, config.min_fill_rate), reference=config.share_reference, exponent=config.share_exponent
+            )
+        self._recovery = as_seconds(recovery) * self._stretch
         self._set(fraction * capacity)
 
     def _enter_outage(self, now: float) -> None:
@@ -525,7 +496,7 @@ class AsyncretryRateController:
         elapsed = now - self._decreased_at
         recovery = self._recovery
         # Never faster than the round trip lets the probe see its own overshoot (rtt_probe).
-        doubling = max(self._doubling, self._rtt_doubling * self._rtt.value)
+        doubling = max(self._doubling, self._rtt_doubling * self._rtt.value) * self._stretch
         step = 0.0
         few = self._few
         if self._evidence < few:

@@ -1,9 +1,11 @@
-"""The adaptive profiles' formulas, as pure functions of their inputs.
+"""The adaptive profiles' rule names and formulas, as pure functions of their inputs.
 
 :class:`~asyncretry._primitives._adaptive.AsyncretryRateController` applies the ``"asyncretry"``
 profile's to one client's responses; the Redis script of the shared limiter (``asyncretry.redis``) has a
 Lua function of the same name for each, applied to a fleet's, and a parity test feeds both the same table
-of cases. :class:`~asyncretry._primitives._fair.FairRateController` applies the ``"fair"`` profile's.
+of cases. The same controller applies the ``"independent"`` profile's rules (:data:`INDEPENDENT_RULES`),
+whose ``share_stretch`` concerns a limiter per client only and so has no Lua counterpart.
+:class:`~asyncretry._primitives._fair.FairRateController` applies the ``"fair"`` profile's.
 """
 
 from __future__ import annotations
@@ -12,15 +14,98 @@ import math
 from collections.abc import Iterable
 
 __all__ = [
+    "INDEPENDENT_RULES",
     "MAX_DOUBLINGS",
+    "RULES",
+    "SHARE_RULES",
+    "THROTTLE_STEPS",
     "chosen_steps",
     "fair_decrease",
     "fair_increase",
     "grown_rate",
     "hold_after",
     "repeat_cut",
+    "share_stretch",
     "start_rate",
 ]
+
+RULES = (
+    "start_up",
+    "one_decrease_per_event",
+    "repeat_cut",
+    "outage",
+    "few_successes",
+    "start_answers_backoff",
+    "fleet_event_rate",
+    "fleet_climb",
+    "rtt_probe",
+)
+"""The rules a controller can run without, one at a time (``rules=``); all of them by default.
+
+* ``start_up``: the first throttles start the rate from what was served so far (a share of what was
+  sent if nothing was), not from the floor; without it the first throttle is an ordinary event.
+* ``one_decrease_per_event``: a throttle of a request sent before the last decrease is an echo of the
+  event already handled; without it every throttle is an event.
+* ``repeat_cut``: a second fresh throttle within ``reaction_time`` of a decrease cuts the rate to the
+  share of fresh answers that succeeded (between ``min_repeat_decrease`` and ``repeat_decrease``); one
+  alone is tolerated. Without it such throttles are measured like any event.
+* ``outage``: nothing served for ``measurement_window`` with enough answers to tell drops the rate to
+  ``outage_probe`` of the capacity from before, which the first success restores. A client never served
+  has no capacity to remember: its throttles are a share it has not won yet (one client of a fleet), and
+  cut its rate as any event does.
+* ``few_successes``: an estimate resting on few successes (one client of a fleet) is cut by
+  ``repeat_decrease`` and held instead of measured, grows by ``fair_step`` per second and probes more
+  slowly; a lucky success or two before the first throttle does not set the start.
+* ``start_answers_backoff``: the start-up's throttles need no throttling backoff from the engine.
+* ``fleet_event_rate``: a fleet client's rate follows its rate of congestion events, never cut below
+  ``repeat_decrease`` of the rate it ran at (its fill rate, or what it was served over the last window if
+  that is less), and its throttles need no throttling backoff.
+* ``fleet_climb``: between two events that lowest rate climbs by the ``"fair"`` profile's additive step
+  (``fair_step`` at ``fair_reference``, growing as ``(rate / fair_reference) ** fair_exponent`` and doubling
+  every ``fair_probe`` since the cut), the same for every client, so that the clients cut last climb back
+  and the shares converge; without it that rate stays where the last event put it.
+* ``rtt_probe``: the probe doubles no faster than every ``probe_rtts`` smoothed round trips (measured
+  from the send times), so that it grows by at most about ``ln 2 / probe_rtts`` in the round trip a
+  throttle takes to come back; without it the probe doubles every ``probe_doubling_time`` whatever the
+  round trip.
+
+The rules of :data:`SHARE_RULES` are off by default; the ``"independent"`` profile runs
+:data:`INDEPENDENT_RULES`. Always on, since they are the controller itself: the capacity measured at each
+event and the restart at ``utilization`` of it, then the concave recovery and the exponential probe.
+"""
+
+SHARE_RULES = ("share_recovery", "pace_without_backoff")
+"""Rules for a limiter per client of a fleet, which the default profile does not apply (``rules=`` takes them).
+
+* ``share_recovery``: a client throttled while its rate was still below its estimate shares the server with
+  clients it cannot see; for the next ``4 * max(recovery_time, measurement_window)`` its recovery and its
+  probe take ``(estimate / share_reference) ** share_exponent`` times as long, so that a client with a
+  larger share climbs back and probes more slowly and the shares converge (CUBIC's time back to its
+  window grows as its cube root for the same reason). One limiter for all the traffic at a steady
+  capacity is throttled only above its estimate, and keeps the default profile's pace.
+* ``pace_without_backoff``: once the limiter is enabled, no throttle needs a throttling backoff from the
+  retry engine: the bucket paces the client, and a backoff would only keep it from measuring its share.
+"""
+
+INDEPENDENT_RULES = (
+    *(rule for rule in RULES if rule not in ("few_successes", "fleet_event_rate", "fleet_climb")),
+    *SHARE_RULES,
+)
+"""The ``"independent"`` profile's rules: the default profile's without its fleet rules, and :data:`SHARE_RULES`."""
+
+THROTTLE_STEPS = (
+    "start_up",
+    "one_decrease_per_event",
+    "count_event",
+    "outage",
+    "repeat_cut",
+    "measure",
+    "fleet_event_rate",
+    "few_successes",
+    "restart_below_capacity",
+)
+"""The order in which a throttle's steps run; the first that decides the new rate ends the sequence.
+``count_event``, ``measure`` and ``restart_below_capacity`` always run (when reached)."""
 
 MAX_DOUBLINGS = 64.0
 """Clamp for the probe's exponent: 2**64 times any estimate is beyond every cap."""
@@ -137,6 +222,16 @@ def grown_rate(
     doublings = min((elapsed - hold) / doubling, MAX_DOUBLINGS)
     probe: float = capacity * 2.0**doublings + step
     return min(probe, max_rate_growth * max(sending, capacity))
+
+
+def share_stretch(capacity: float, *, reference: float, exponent: float) -> float:
+    """How many times as long the recovery and the probe take for a client that shares the server.
+
+    Returns:
+        ``(capacity / reference) ** exponent``: 1 at ``reference``, more above it and less below, so that
+        of two clients throttled alike the one with the larger share climbs back more slowly.
+    """
+    return float((capacity / reference) ** exponent)
 
 
 # --- the ``"fair"`` profile's formulas (:class:`~asyncretry._primitives._fair.FairRateController`)

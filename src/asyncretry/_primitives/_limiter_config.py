@@ -1,7 +1,8 @@
-"""The adaptive limiter's settings: one frozen config for both profiles, validated on construction.
+"""The adaptive limiter's settings: one frozen config for every profile, validated on construction.
 
-:class:`AdaptiveLimiterConfig` holds the ``"aws"`` profile's SDK constants, the ``"asyncretry"``
-profile's constants and the ones both share; each controller reads only its own and the shared ones.
+:class:`AdaptiveLimiterConfig` holds the ``"aws"`` profile's SDK constants, the ``"asyncretry"``,
+``"independent"`` and ``"fair"`` profiles' constants and the shared ones; each controller reads only its own
+and the shared ones.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from .._validate import check_choice, check_number, check_seconds
 
 __all__ = ["MAX_BURST", "PROFILES", "AdaptiveLimiterConfig", "as_seconds"]
 
-PROFILES = ("asyncretry", "aws", "fair")
+PROFILES = ("asyncretry", "aws", "fair", "independent")
 """The accepted values of :attr:`AdaptiveLimiterConfig.profile`."""
 
 _FRACTIONS = ("utilization", "repeat_decrease", "min_repeat_decrease", "outage_probe")
@@ -30,6 +31,7 @@ _DURATIONS = (
 _MARGINS = ("stable_change", "growth_margin", "probe_lift")
 _FAIRNESS = ("fair_step", "fair_count")
 _FAIR_PROFILE = ("fair_reference", "fair_floor")
+_INDEPENDENT_PROFILE = ("share_reference",)
 MAX_BURST = 3600.0
 """The longest ``burst`` (seconds of the fill rate the bucket holds)."""
 
@@ -45,9 +47,13 @@ class AdaptiveLimiterConfig:
             capacity and holds just below it
             (:class:`~asyncretry._primitives._adaptive.AsyncretryRateController`); ``"fair"`` is a
             binomial AIMD for fleets of independent clients whose shares are several requests a second
-            or more (:class:`~asyncretry._primitives._fair.FairRateController`); ``"aws"`` is the AWS
-            SDKs' CUBIC limiter exactly (:class:`~asyncretry._primitives._cubic.AwsRateController`), as
-            ``RetryPolicy.aws_adaptive()`` uses it.
+            or more (:class:`~asyncretry._primitives._fair.FairRateController`); ``"independent"`` is the
+            default profile's controller for a limiter per client of a fleet: without its fleet rules,
+            pacing instead of the engine's backoff, and with a recovery and probe that take longer the
+            larger the client's share (``INDEPENDENT_RULES`` in ``asyncretry._primitives._adaptive``);
+            ``"aws"`` is the AWS SDKs' CUBIC limiter exactly
+            (:class:`~asyncretry._primitives._cubic.AwsRateController`), as ``RetryPolicy.aws_adaptive()``
+            uses it.
 
     Shared:
         min_fill_rate: the lowest fill rate, tokens per second (> 0); default 0.5.
@@ -142,6 +148,15 @@ class AdaptiveLimiterConfig:
             equal shares, and the most throttles at small rates); towards 1 slow clients are throttled
             less and the shares converge more slowly. Default 0.5.
 
+    ``"independent"`` profile (the ``"asyncretry"`` profile's constants, and):
+        share_reference: the share, requests per second (> 0), at which a client that shares the server
+            recovers and probes in ``recovery_time`` and ``probe_doubling_time`` (``share_recovery``);
+            default 64.
+        share_exponent: those times grow as ``(estimate / share_reference) ** share_exponent``, in
+            ``[0, 1]``: 0 keeps the default profile's pace at every share, and the larger it is the faster
+            the shares converge and the slower a large share probes. Default 1/3, as CUBIC's time back to its
+            window grows with it.
+
     Raises:
         ValueError / TypeError: a value is out of range or of the wrong type; the message names it.
     """
@@ -177,6 +192,8 @@ class AdaptiveLimiterConfig:
     fair_probe: float | timedelta = 2.0
     fair_decrease: float = 0.8
     fair_exponent: float = 0.5
+    share_reference: float = 64.0
+    share_exponent: float = 1 / 3
 
     def __post_init__(self) -> None:
         check_choice("profile", self.profile, PROFILES)
@@ -211,8 +228,9 @@ class AdaptiveLimiterConfig:
         for field in (*_MARGINS, *_FAIRNESS, "probe_rtts"):
             put(self, field, check_number(field, getattr(self, field), low=0.0))
         put(self, "fair_exponent", check_number("fair_exponent", self.fair_exponent, low=0.0, high=1.0))
-        for field in _FAIR_PROFILE:
+        for field in (*_FAIR_PROFILE, *_INDEPENDENT_PROFILE):
             put(self, field, check_number(field, getattr(self, field), low=0.0, low_open=True))
+        put(self, "share_exponent", check_number("share_exponent", self.share_exponent, low=0.0, high=1.0))
 
 def as_seconds(value: float | timedelta) -> float:
     """A duration of the config as a float (the config normalizes them; this only narrows the type)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from ._adaptive import AsyncretryRateController
+from ._adaptive import INDEPENDENT_RULES, AsyncretryRateController
 from ._cubic import AwsRateController
 from ._fair import FairRateController
 from ._limiter_config import AdaptiveLimiterConfig
@@ -39,10 +39,16 @@ class RateController(Protocol):
     def update(self, now: float, throttled: bool, sent_at: float | None = None, failed: bool = False) -> None: ...
 
 
+def _independent(config: AdaptiveLimiterConfig, start: float) -> AsyncretryRateController:
+    """The ``"independent"`` profile: the default profile's controller with :data:`INDEPENDENT_RULES`."""
+    return AsyncretryRateController(config, start, rules=INDEPENDENT_RULES)
+
+
 _CONTROLLERS: dict[str, Callable[[AdaptiveLimiterConfig, float], RateController]] = {
     "asyncretry": AsyncretryRateController,
     "aws": AwsRateController,
     "fair": FairRateController,
+    "independent": _independent,
 }
 
 

@@ -135,7 +135,8 @@ class RedisAdaptiveRateLimiter(_Linked):
         redis: a :class:`RedisBackend`, a ``redis.asyncio.Redis`` client, or a URL.
         config: the profile and its constants (every process must use the same); defaults to
             ``AdaptiveLimiterConfig()``, the ``"asyncretry"`` profile. It and ``"aws"`` run on Redis;
-            ``"fair"``, a profile for a limiter per client, is refused with a ``ValueError``.
+            ``"fair"`` and ``"independent"``, profiles for a limiter per client, are refused with a
+            ``ValueError``.
         name: names the shared limiter (the Redis key ``{prefix}limiter:{name}``) and its events.
         on_unavailable: while Redis cannot be reached, ``"fail_open"`` (the default) limits with a local
             shadow limiter that has seen this process's responses all along; ``"fail_closed"`` raises
