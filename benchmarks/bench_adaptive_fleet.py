@@ -129,26 +129,20 @@ class Run:
     recover: float
 
 
-class PacedController(AsyncretryRateController):
-    """A default-profile variant whose every throttle, once enabled, needs no engine backoff: the bucket paces."""
-
-    @property
-    def answers_backoff(self) -> bool:
-        return self.enabled
-
-
 def _rules(controller: str) -> frozenset[str] | None:
     """The rules of a default-profile variant named ``asyncretry-without:RULE+RULE`` or ``asyncretry-paced``
-    (the rest of the name as before); ``None`` for the other controllers."""
+    (the rest of the name as before, plus ``pace_without_backoff``: once enabled, no throttle needs an engine
+    backoff); ``None`` for the other controllers."""
     if not controller.startswith(("asyncretry-without:", "asyncretry-paced")):
         return None
+    paced = {"pace_without_backoff"} if controller.startswith("asyncretry-paced") else set()
     if ":" not in controller:
-        return frozenset(RULES)
+        return frozenset(RULES) | paced
     left_out = set(controller.split(":", 1)[1].split("+"))
     unknown = left_out - set(RULES)
     if unknown:
         raise SystemExit(f"unknown rules {sorted(unknown)}: choose from {', '.join(RULES)}")
-    return frozenset(RULES) - left_out
+    return (frozenset(RULES) - left_out) | paced
 
 
 def _config(controller: str) -> AdaptiveLimiterConfig:
@@ -269,9 +263,8 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
             rules = _rules(controller)
             if controller == "aimd":
                 limiter._control = AimdController(start)  # the benchmark's own controller, for comparison
-            elif rules is not None:  # a variant of the default profile with rules switched off
-                kind = PacedController if controller.startswith("asyncretry-paced") else AsyncretryRateController
-                limiter._control = kind(AdaptiveLimiterConfig(), start, rules=rules)
+            elif rules is not None:  # a variant of the default profile with rules switched off (or paced)
+                limiter._control = AsyncretryRateController(AdaptiveLimiterConfig(), start, rules=rules)
         retriers.append(Retrier(policy, name=f"c{index}", rng=random.Random(seeds.random()).random,
                                 limiter=limiter))
 

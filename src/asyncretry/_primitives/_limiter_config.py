@@ -227,10 +227,10 @@ class AdaptiveLimiterConfig:
             )
         for field in (*_MARGINS, *_FAIRNESS, "probe_rtts"):
             put(self, field, check_number(field, getattr(self, field), low=0.0))
-        put(self, "fair_exponent", check_number("fair_exponent", self.fair_exponent, low=0.0, high=1.0))
+        for field in ("fair_exponent", "share_exponent"):
+            put(self, field, check_number(field, getattr(self, field), low=0.0, high=1.0))
         for field in (*_FAIR_PROFILE, *_INDEPENDENT_PROFILE):
             put(self, field, check_number(field, getattr(self, field), low=0.0, low_open=True))
-        put(self, "share_exponent", check_number("share_exponent", self.share_exponent, low=0.0, high=1.0))
 
 def as_seconds(value: float | timedelta) -> float:
     """A duration of the config as a float (the config normalizes them; this only narrows the type)."""
