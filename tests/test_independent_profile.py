@@ -1,10 +1,10 @@
 """The ``"independent"`` profile: the default profile's controller for a limiter per client of a fleet.
 
-It runs the default profile's rules without the fleet rules, plus ``share_recovery`` (a client throttled
-below its estimate recovers and probes more slowly the larger its share) and ``pace_without_backoff``
-(once enabled, the bucket paces the client instead of the engine's backoff). The controller is pure and
-told the time, so most tests drive it with explicit times; the last ones drive an AdaptiveRateLimiter on
-the event loop's virtual clock, on asyncio and trio.
+It runs the default profile's rules without ``repeat_cut`` and the fleet rules, plus ``share_recovery``
+(a client throttled below its estimate recovers and probes more slowly the larger its share) and
+``pace_without_backoff`` (once enabled, the bucket paces the client instead of the engine's backoff).
+The controller is pure and told the time, so most tests drive it with explicit times; the last ones
+drive an AdaptiveRateLimiter on the event loop's virtual clock, on asyncio and trio.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from asyncretry._primitives._rate_controller import new_rate_controller
 
 LATENCY = 0.02
 CONFIG = AdaptiveLimiterConfig(profile="independent")
-FLEET_RULES = {"few_successes", "fleet_event_rate", "fleet_climb"}
+LEFT_OUT = {"repeat_cut", "few_successes", "fleet_event_rate", "fleet_climb"}
 
 
 def _without(rule: str) -> frozenset[str]:
@@ -56,18 +56,39 @@ def _time_to_double(control: AsyncretryRateController) -> float:
     raise AssertionError("the rate never reached twice the estimate")
 
 
-def test_the_profile_runs_the_default_rules_without_the_fleet_rules_and_with_the_share_rules() -> None:
-    """The profile's controller is the default profile's, with its fleet rules left out and SHARE_RULES on;
-    the default profile applies no rule of SHARE_RULES."""
+def test_the_profile_runs_the_default_rules_without_repeat_cut_and_the_fleet_rules_and_with_the_share_rules() -> None:
+    """The profile's controller is the default profile's, with repeat_cut and its fleet rules left out and
+    SHARE_RULES on; the default profile applies no rule of SHARE_RULES."""
     control = new_rate_controller(CONFIG, 0.0)
     assert isinstance(control, AsyncretryRateController)
-    assert control.rules == frozenset(INDEPENDENT_RULES) == (frozenset(RULES) - FLEET_RULES) | set(SHARE_RULES)
+    assert control.rules == frozenset(INDEPENDENT_RULES) == (frozenset(RULES) - LEFT_OUT) | set(SHARE_RULES)
     default = new_rate_controller(AdaptiveLimiterConfig(), 0.0)
     assert isinstance(default, AsyncretryRateController)
     assert default.rules == frozenset(RULES)
     assert not default.rules & set(SHARE_RULES)
     for rule in SHARE_RULES:
         assert AsyncretryRateController(CONFIG, 0.0, rules=_without(rule)).rules == _without(rule)
+
+
+def test_a_second_throttle_right_after_a_decrease_is_measured_not_cut_to_the_fresh_successes() -> None:
+    """Two fresh throttles within reaction_time of a decrease: the default profile's repeat_cut cuts the
+    rate to min_repeat_decrease of it (no fresh answer succeeded), while this profile takes the first as a
+    new event, decided like any other (here a plain repeat_decrease: nothing was served since the
+    decrease), and the second as that event's echo."""
+    rates = []
+    for config in (AdaptiveLimiterConfig(), CONFIG):
+        control = new_rate_controller(config, 0.0)
+        assert isinstance(control, AsyncretryRateController)
+        for k in range(100):
+            control.update(k / 100 + LATENCY, False, k / 100)
+        control.update(1.0 + LATENCY, True, 1.0)
+        decreased = control.fill_rate
+        control.update(1.1, True, 1.05)  # fresh (sent after the decrease), within reaction_time
+        control.update(1.12, True, 1.06)
+        rates.append(control.fill_rate / decreased)
+    default, independent = rates
+    assert default == pytest.approx(CONFIG.min_repeat_decrease, rel=0.05)
+    assert independent == pytest.approx(CONFIG.repeat_decrease, rel=0.05)
 
 
 def test_share_settings_out_of_range_are_refused_by_name() -> None:

@@ -88,10 +88,13 @@ SHARE_RULES = ("share_recovery", "pace_without_backoff")
 """
 
 INDEPENDENT_RULES = (
-    *(rule for rule in RULES if rule not in ("few_successes", "fleet_event_rate", "fleet_climb")),
+    *(rule for rule in RULES if rule not in ("repeat_cut", "few_successes", "fleet_event_rate", "fleet_climb")),
     *SHARE_RULES,
 )
-"""The ``"independent"`` profile's rules: the default profile's without its fleet rules, and :data:`SHARE_RULES`."""
+"""The ``"independent"`` profile's rules: the default profile's without ``repeat_cut`` and its fleet rules, and
+:data:`SHARE_RULES`. A client of a fleet throttled again right after its decrease was mostly caught by the
+others' probes, not by a capacity that fell further, and ``repeat_cut`` cut a client with little demand to a
+fraction of it for seconds."""
 
 THROTTLE_STEPS = (
     "start_up",
