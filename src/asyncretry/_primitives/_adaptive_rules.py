@@ -93,8 +93,7 @@ INDEPENDENT_RULES = (
 )
 """The ``"independent"`` profile's rules: the default profile's without ``repeat_cut`` and its fleet rules, and
 :data:`SHARE_RULES`. A client of a fleet throttled again right after its decrease was mostly caught by the
-others' probes, not by a capacity that fell further, and ``repeat_cut`` cut a client with little demand to a
-fraction of it for seconds."""
+others' probes, not by a capacity that fell further."""
 
 THROTTLE_STEPS = (
     "start_up",
