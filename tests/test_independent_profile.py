@@ -76,12 +76,8 @@ def test_a_second_throttle_right_after_a_decrease_is_measured_not_cut_to_the_fre
     new event, decided like any other (here a plain repeat_decrease: nothing was served since the
     decrease), and the second as that event's echo."""
     rates = []
-    for config in (AdaptiveLimiterConfig(), CONFIG):
-        control = new_rate_controller(config, 0.0)
-        assert isinstance(control, AsyncretryRateController)
-        for k in range(100):
-            control.update(k / 100 + LATENCY, False, k / 100)
-        control.update(1.0 + LATENCY, True, 1.0)
+    for rules in (frozenset(RULES), frozenset(INDEPENDENT_RULES)):  # the two profiles' rules (test above)
+        control = _started(rules, rate=100.0)
         decreased = control.fill_rate
         control.update(1.1, True, 1.05)  # fresh (sent after the decrease), within reaction_time
         control.update(1.12, True, 1.06)
