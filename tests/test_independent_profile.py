@@ -9,6 +9,8 @@ drive an AdaptiveRateLimiter on the event loop's virtual clock, on asyncio and t
 
 from __future__ import annotations
 
+import copy
+
 import anyio
 import pytest
 
@@ -43,6 +45,16 @@ def _started(rules: frozenset[str], *, rate: float = 512.0) -> AsyncretryRateCon
         control.update(k / rate + LATENCY, False, k / rate)
     control.update(1.0 + LATENCY, True, 1.0)
     return control
+
+
+def _after_an_event(rules: frozenset[str]) -> tuple[AsyncretryRateController, float]:
+    """A controller past its start-up: back at its estimate, probing above it and throttled there (a restart
+    below a measured capacity, at the default pace). Returns it and the time of that throttle's answer."""
+    control = _started(rules)
+    now = _serve(control, 1.0 + LATENCY, 2.0)
+    assert control.fill_rate > control.last_max_rate
+    control.update(now + LATENCY, True, now)
+    return control, now + LATENCY
 
 
 def _time_to_double(control: AsyncretryRateController) -> float:
@@ -111,14 +123,28 @@ def test_a_throttle_below_the_estimate_stretches_the_recovery_and_probe_and_with
     it takes (estimate / share_reference) ** share_exponent times as long to recover and double."""
     times, stretch = [], 0.0
     for rules in (frozenset(INDEPENDENT_RULES), _without("share_recovery")):
-        control = _started(rules)
-        assert control.fill_rate < control.last_max_rate  # climbing back from the start-up's cut
-        now = _serve(control, 1.0 + LATENCY, 0.3)  # still below the estimate, past reaction_time
+        control, now = _after_an_event(rules)
+        assert control.fill_rate < control.last_max_rate  # climbing back from the cut
+        now = _serve(control, now, 0.3)  # still below the estimate, past reaction_time
         control.update(now + LATENCY, True, now)
         stretch = share_stretch(control.last_max_rate, reference=64.0, exponent=1 / 3)
         times.append(_time_to_double(control))
     assert stretch > 1.5
     assert times[0] / times[1] == pytest.approx(stretch, rel=0.02)
+
+
+def test_the_first_event_after_the_start_up_is_not_taken_for_a_shared_server() -> None:
+    """The start-up restarts at repeat_decrease of what was served, below that estimate, and the first round
+    trip emptied the server's bucket: a throttle while climbing back from it is no sign of other clients, so
+    the recovery and probe keep the default pace (the same throttle after a later event stretches them)."""
+    times = []
+    for rules in (frozenset(INDEPENDENT_RULES), _without("share_recovery")):
+        control = _started(rules)
+        assert control.fill_rate < control.last_max_rate  # climbing back from the start-up's cut
+        now = _serve(control, 1.0 + LATENCY, 0.3)  # still below the estimate, past reaction_time
+        control.update(now + LATENCY, True, now)
+        times.append(_time_to_double(control))
+    assert times[0] == pytest.approx(times[1])
 
 
 def test_one_limiter_throttled_only_above_its_estimate_keeps_the_default_pace() -> None:
@@ -137,16 +163,19 @@ def test_one_limiter_throttled_only_above_its_estimate_keeps_the_default_pace() 
 def test_the_stretch_ends_once_no_throttle_came_below_the_estimate_for_four_recoveries() -> None:
     """share_recovery holds for 4 x max(recovery_time, measurement_window) after the last throttle that came
     below the estimate; a later event above the estimate restores the default pace."""
-    shared = _started(frozenset(INDEPENDENT_RULES))
-    alone = _started(_without("share_recovery"))
-    for control in (shared, alone):
-        now = _serve(control, 1.0 + LATENCY, 0.3)
+    stretched, later = [], []
+    for rules in (frozenset(INDEPENDENT_RULES), _without("share_recovery")):
+        control, now = _after_an_event(rules)
+        now = _serve(control, now, 0.3)
         control.update(now + LATENCY, True, now)  # below the estimate: shared from here on
+        stretched.append(_time_to_double(copy.deepcopy(control)))
         # Past the 10 s horizon, probing above the estimate (the server admits 10% more than it).
         now = _serve(control, now + LATENCY, 11.0, most=1.1 * control.last_max_rate)
         assert control.fill_rate > control.last_max_rate
         control.update(now + LATENCY, True, now)
-    assert _time_to_double(shared) == pytest.approx(_time_to_double(alone))
+        later.append(_time_to_double(control))
+    assert stretched[0] > 1.5 * stretched[1]
+    assert later[0] == pytest.approx(later[1])
 
 
 # --- the profile through the limiter, on the event loop's (virtual) clock, on asyncio and trio

@@ -85,6 +85,7 @@ class AsyncretryRateController:
     """
 
     __slots__ = (
+        "_after_start",
         "_answered",
         "_before_outage",
         "_burst",
@@ -165,6 +166,8 @@ class AsyncretryRateController:
         self._fresh_successes = 0
         self._fresh_throttles = 0
         self._starting = False
+        # Whether the last decrease was the start-up's (share_recovery does not count the throttle after it).
+        self._after_start = False
         self._outage = False
         self._before_outage = 0.0
         self._recovery = as_seconds(config.quick_recovery_time)
@@ -316,8 +319,10 @@ class AsyncretryRateController:
         """Measure the capacity; with nothing served since the reference, a plain decrease."""
         config = self._config
         event.was_few = self._evidence < self._few_evidence
-        if self.fill_rate < self.last_max_rate and "share_recovery" in self._rules:
-            self._shared_at = event.now  # throttled below the estimate: others share the server
+        if self.fill_rate < self.last_max_rate and "share_recovery" in self._rules and not self._after_start:
+            # Throttled below the estimate: others share the server. Not right after the start-up, whose
+            # rate starts below what was served and whose first round trip emptied the server's bucket.
+            self._shared_at = event.now
         event.capacity = self._measure(event.now, event.sent)
         if event.capacity <= 0.0:
             # Nothing served since the reference, but too little sent to call it an outage (a client
@@ -420,6 +425,7 @@ class AsyncretryRateController:
         self._before_outage = served
         self._restart(now, served, config.repeat_decrease, config.quick_recovery_time)
         self._decreased_at = decreased_at  # echoes of the same round trip do not move the event
+        self._after_start = True
 
     def _measure(self, now: float, sent: float) -> float:
         """The server's capacity, measured at a new congestion event ."""
@@ -465,6 +471,7 @@ class AsyncretryRateController:
         self.last_max_rate = capacity
         self._decreased_at = now
         self._fresh_successes = self._fresh_throttles = 0
+        self._after_start = False
         self._restart_fraction = fraction
         self._stretch = 1.0
         if now - self._shared_at < self._horizon:
@@ -480,6 +487,7 @@ class AsyncretryRateController:
         self._outage = True
         self._fleet.active = False
         self._decreased_at = now
+        self._after_start = False
         self._set(self._config.outage_probe * self._before_outage)
 
     def _grow(self, now: float) -> None:

@@ -78,11 +78,13 @@ SHARE_RULES = ("share_recovery", "pace_without_backoff")
 """Rules for a limiter per client of a fleet, which the default profile does not apply (``rules=`` takes them).
 
 * ``share_recovery``: a client throttled while its rate was still below its estimate shares the server with
-  clients it cannot see; for the next ``4 * max(recovery_time, measurement_window)`` its recovery and its
-  probe take ``(estimate / share_reference) ** share_exponent`` times as long, so that a client with a
-  larger share climbs back and probes more slowly and the shares converge (CUBIC's time back to its
-  window grows as its cube root for the same reason). One limiter for all the traffic at a steady
-  capacity is throttled only above its estimate, and keeps the default profile's pace.
+  clients it cannot see (but for the first event after the start-up, whose rate starts below what was
+  served and whose first round trip emptied the server's bucket); for the next
+  ``4 * max(recovery_time, measurement_window)`` its recovery and its probe take
+  ``(estimate / share_reference) ** share_exponent`` times as long, so that a client with a larger share
+  climbs back and probes more slowly and the shares converge (CUBIC's time back to its window grows as its
+  cube root for the same reason). One limiter for all the traffic at a steady capacity is throttled only
+  above its estimate, and keeps the default profile's pace.
 * ``pace_without_backoff``: once the limiter is enabled, no throttle needs a throttling backoff from the
   retry engine: the bucket paces the client, and a backoff would only keep it from measuring its share.
 """
