@@ -49,12 +49,20 @@ def _started(rules: frozenset[str], *, rate: float = 512.0) -> AsyncretryRateCon
 
 def _after_an_event(rules: frozenset[str]) -> tuple[AsyncretryRateController, float]:
     """A controller past its start-up: back at its estimate, probing above it and throttled there (a restart
-    below a measured capacity, at the default pace). Returns it and the time of that throttle's answer."""
+    below a measured capacity). Returns it and the time of that throttle's answer."""
     control = _started(rules)
     now = _serve(control, 1.0 + LATENCY, 2.0)
     assert control.fill_rate > control.last_max_rate
     control.update(now + LATENCY, True, now)
     return control, now + LATENCY
+
+
+def _throttled_below_the_estimate(control: AsyncretryRateController, start: float) -> float:
+    """Serve 0.3 s from ``start`` (past reaction_time, still climbing back to the estimate), then feed a
+    throttle; return its send time."""
+    now = _serve(control, start, 0.3)
+    control.update(now + LATENCY, True, now)
+    return now
 
 
 def _time_to_double(control: AsyncretryRateController) -> float:
@@ -125,8 +133,7 @@ def test_a_throttle_below_the_estimate_stretches_the_recovery_and_probe_and_with
     for rules in (frozenset(INDEPENDENT_RULES), _without("share_recovery")):
         control, now = _after_an_event(rules)
         assert control.fill_rate < control.last_max_rate  # climbing back from the cut
-        now = _serve(control, now, 0.3)  # still below the estimate, past reaction_time
-        control.update(now + LATENCY, True, now)
+        _throttled_below_the_estimate(control, now)
         stretch = share_stretch(control.last_max_rate, reference=64.0, exponent=1 / 3)
         times.append(_time_to_double(control))
     assert stretch > 1.5
@@ -141,8 +148,7 @@ def test_the_first_event_after_the_start_up_is_not_taken_for_a_shared_server() -
     for rules in (frozenset(INDEPENDENT_RULES), _without("share_recovery")):
         control = _started(rules)
         assert control.fill_rate < control.last_max_rate  # climbing back from the start-up's cut
-        now = _serve(control, 1.0 + LATENCY, 0.3)  # still below the estimate, past reaction_time
-        control.update(now + LATENCY, True, now)
+        _throttled_below_the_estimate(control, 1.0 + LATENCY)
         times.append(_time_to_double(control))
     assert times[0] == pytest.approx(times[1])
 
@@ -152,10 +158,7 @@ def test_one_limiter_throttled_only_above_its_estimate_keeps_the_default_pace() 
     stretched: it recovers and probes as fast as without the rule."""
     times = []
     for rules in (frozenset(INDEPENDENT_RULES), _without("share_recovery")):
-        control = _started(rules)
-        now = _serve(control, 1.0 + LATENCY, 2.0)  # back at the estimate and probing above it
-        assert control.fill_rate > control.last_max_rate
-        control.update(now + LATENCY, True, now)
+        control, _ = _after_an_event(rules)  # throttled while probing above its estimate
         times.append(_time_to_double(control))
     assert times[0] == pytest.approx(times[1])
 
@@ -166,8 +169,7 @@ def test_the_stretch_ends_once_no_throttle_came_below_the_estimate_for_four_reco
     stretched, later = [], []
     for rules in (frozenset(INDEPENDENT_RULES), _without("share_recovery")):
         control, now = _after_an_event(rules)
-        now = _serve(control, now, 0.3)
-        control.update(now + LATENCY, True, now)  # below the estimate: shared from here on
+        now = _throttled_below_the_estimate(control, now)  # shared from here on
         stretched.append(_time_to_double(copy.deepcopy(control)))
         # Past the 10 s horizon, probing above the estimate (the server admits 10% more than it).
         now = _serve(control, now + LATENCY, 11.0, most=1.1 * control.last_max_rate)

@@ -49,8 +49,8 @@ class AdaptiveLimiterConfig:
             binomial AIMD for fleets of independent clients whose shares are several requests a second
             or more (:class:`~asyncretry._primitives._fair.FairRateController`); ``"independent"`` is the
             default profile's controller for a limiter per client of a fleet: without ``repeat_cut`` and
-            its fleet rules, pacing instead of the engine's backoff, and with a recovery and probe that take longer the
-            larger the client's share (``INDEPENDENT_RULES`` in ``asyncretry._primitives._adaptive``);
+            its fleet rules, pacing instead of the engine's backoff, and with a recovery and probe that
+            take longer the larger the client's share (``INDEPENDENT_RULES`` in ``asyncretry._primitives._adaptive``);
             ``"aws"`` is the AWS SDKs' CUBIC limiter exactly
             (:class:`~asyncretry._primitives._cubic.AwsRateController`), as ``RetryPolicy.aws_adaptive()``
             uses it.
