@@ -7,6 +7,7 @@ Run on demand (never part of the test suite)::
     .venv/bin/python -m benchmarks.bench_adaptive_fleet --rates 200 --clients 10,50 --rtts 0.1 --seeds 8
     .venv/bin/python -m benchmarks.bench_adaptive_fleet --layouts shared --clients 50 --demands equal \
         --shapes steady --controllers asyncretry,fair             # one limiter for the whole fleet
+    .venv/bin/python -m benchmarks.bench_adaptive_fleet --demands mixed --light-floor 2   # light clients' floor
 
 The server admits R requests per second from a token bucket holding 50 ms of R and answers 429 (a
 throttling error) beyond. N clients, each with its own retrier and limiter (as separate processes have;
@@ -18,8 +19,10 @@ heterogeneous (a quarter of the clients want 4x the fair share, the rest 0.5x, a
 profile, the ``"independent"`` and ``"fair"`` profiles, the SDK-exact ``"aws"`` profile, no limiter (standard
 mode) and a plain AIMD limiter (+1/s per second, x0.7 per congestion event); variants take settings after a
 colon (``fair:fair_exponent=0+fair_probe=4``, ``independent:share_exponent=0.5``, ``asyncretry:fair_count=6``)
-or leave rules of the default profile out (``asyncretry-without:RULE+RULE``). Cells fan out over processes
-(``--jobs``); time is virtual.
+or leave rules of the default profile out (``asyncretry-without:RULE+RULE``). ``--light-floor F`` gives each
+light client of a heterogeneous cell a limiter that never paces it below F times its demand (its
+``min_fill_rate``, and ``fair_floor`` for the ``"fair"`` profile), as a service that knows its own steady
+rate can set. Cells fan out over processes (``--jobs``); time is virtual.
 
 Per cell, medians over the seeds (worst seed in brackets):
 
@@ -39,6 +42,7 @@ Jain >= 0.9, no client starved, every small client served >= 0.95 of its calls, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import math
 import os
@@ -238,7 +242,7 @@ def _recovery(served: Sequence[int], width: float, steps: Iterable[tuple[float, 
     return worst
 
 
-async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> Run:
+async def _simulate(cell: Cell, controller: str, seed: int, duration: float, light_floor: float = 0.0) -> Run:
     now = anyio.current_time
     start = now()
     scenario = _scenario(cell, duration)
@@ -251,6 +255,7 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
     share = cell.rate / n
     successes = [0] * n
     attempts = throttles = 0
+    demands = [4 * share if i < n // 4 else 0.5 * share for i in range(n)]
     retriers: list[Retrier] = []
     for index in range(n):
         limiter = None
@@ -258,13 +263,16 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
             retriers.append(retriers[0])  # one retrier, so one limiter, for every client's calls
             continue
         if controller != "none":
-            limiter = AdaptiveRateLimiter(policy.limiter_config, name=f"c{index}",
-                                          rng=random.Random(seeds.random()).random)
+            config = policy.limiter_config or AdaptiveLimiterConfig()
+            if light_floor > 0.0 and cell.demand == "mixed" and index >= n // 4:
+                floor = light_floor * demands[index]  # a light client's floor, F times its demand
+                config = dataclasses.replace(config, min_fill_rate=floor, fair_floor=floor)
+            limiter = AdaptiveRateLimiter(config, name=f"c{index}", rng=random.Random(seeds.random()).random)
             rules = _rules(controller)
             if controller == "aimd":
                 limiter._control = AimdController(start)  # the benchmark's own controller, for comparison
             elif rules is not None:  # a variant of the default profile with rules switched off (or paced)
-                limiter._control = AsyncretryRateController(AdaptiveLimiterConfig(), start, rules=rules)
+                limiter._control = AsyncretryRateController(config, start, rules=rules)
         retriers.append(Retrier(policy, name=f"c{index}", rng=random.Random(seeds.random()).random,
                                 limiter=limiter))
 
@@ -292,7 +300,6 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
         while True:
             await call(client)
 
-    demands = [4 * share if i < n // 4 else 0.5 * share for i in range(n)]
     wanted = [0] * n  # the calls each client's arrivals asked for (the realized demand)
 
     async def open_loop(client: int, tg: anyio.abc.TaskGroup) -> None:
@@ -345,9 +352,9 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
     )
 
 
-def _job(job: tuple[Cell, str, int, float]) -> tuple[Cell, str, int, Run]:
-    cell, controller, seed, duration = job
-    run = anyio.run(_simulate, cell, controller, seed, duration, backend="asyncio",
+def _job(job: tuple[Cell, str, int, float, float]) -> tuple[Cell, str, int, Run]:
+    cell, controller, seed, duration, light_floor = job
+    run = anyio.run(_simulate, cell, controller, seed, duration, light_floor, backend="asyncio",
                     backend_options={"loop_factory": virtual_time_loop})
     return cell, controller, seed, run
 
@@ -417,8 +424,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seeds", type=int, help="seeds per cell (default 8)")
     parser.add_argument("--duration", type=float, help="virtual seconds per run (default 60)")
+    parser.add_argument(
+        "--light-floor", type=float, default=0.0, metavar="F",
+        help="heterogeneous demand: each light client's limiter never paces it below F times its demand "
+        "(its min_fill_rate, or fair_floor for the fair profile; default 0: the profile's own floor)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     args = parser.parse_args(argv)
+    if not (args.light_floor >= 0.0 and math.isfinite(args.light_floor)):
+        parser.error(f"--light-floor must be a finite number >= 0, got {args.light_floor}")
     base = QUICK if args.quick else FULL
 
     def pick(value: str | None, key: str, kind: type) -> tuple:  # type: ignore[type-arg]
@@ -431,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds or int(base["seeds"])  # type: ignore[call-overload]
     duration = args.duration or float(base["duration"])  # type: ignore[arg-type]
     controllers = args.controllers.split(",")
-    jobs = [(c, k, s, duration) for c in cells for k in controllers for s in range(seeds)]
+    jobs = [(c, k, s, duration, args.light_floor) for c in cells for k in controllers for s in range(seeds)]
     # The biggest runs first, so that the pool does not end on one long run.
     jobs.sort(key=lambda j: -j[0].rate * (1 + (j[1] == "none") * 2))
     began = time.perf_counter()
@@ -439,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
         done = list(pool.map(_job, jobs, chunksize=1))
     print(f"{len(done)} runs of {duration:g} virtual seconds in {time.perf_counter() - began:.0f} s real time "
           f"({args.jobs} processes); medians over {seeds} seeds, worst seed in brackets")
+    if args.light_floor > 0.0:
+        print(f"light clients' limiters never below {args.light_floor:g} times their demand")
     reach = {cell: cell_frontier(cell, duration) for cell in cells}
     for cell in cells:
         print(f"{cell.name()}  (uncoordinated clients can get {reach[cell]:.2f} R)")
