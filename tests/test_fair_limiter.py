@@ -57,7 +57,7 @@ def test_the_fair_constants_are_validated_by_name() -> None:
     """A reference rate, floor or probe of 0, or an exponent outside [0, 1], is refused naming the field."""
     with pytest.raises(ValueError, match="fair_reference"):
         AdaptiveLimiterConfig(profile="fair", fair_reference=0.0)
-    with pytest.raises(ValueError, match="fair_floor"):
+    with pytest.raises(ValueError, match=r"fair_floor must be > 0, got 0\.0"):
         AdaptiveLimiterConfig(profile="fair", fair_floor=0.0)
     with pytest.raises(ValueError, match="fair_decrease"):
         AdaptiveLimiterConfig(profile="fair", fair_decrease=1.0)

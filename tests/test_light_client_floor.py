@@ -71,11 +71,3 @@ async def test_without_the_floor_the_same_throttles_hold_the_light_client_back(p
     lowest = await _light_client(limiter, 10.0)
     assert lowest < DEMAND
     assert limiter.statistics().waits > 0
-
-
-def test_a_floor_is_refused_by_name_when_out_of_range() -> None:
-    """The floor is validated where it is set: a rate of zero or less is refused, naming the setting."""
-    with pytest.raises(ValueError, match=r"min_fill_rate must be > 0, got 0"):
-        AdaptiveLimiterConfig(profile="independent", min_fill_rate=0)
-    with pytest.raises(ValueError, match=r"fair_floor must be > 0, got -1"):
-        AdaptiveLimiterConfig(profile="fair", fair_floor=-1)
