@@ -8,10 +8,14 @@ Run on demand (never part of the test suite)::
     .venv/bin/python -m benchmarks.bench_adaptive_fleet --layouts shared --clients 50 --demands equal \
         --shapes steady --controllers asyncretry,fair             # one limiter for the whole fleet
     .venv/bin/python -m benchmarks.bench_adaptive_fleet --demands mixed --light-floor 2   # light clients' floor
+    .venv/bin/python -m benchmarks.bench_adaptive_fleet --layouts shared,callers --clients 50 --demands mixed \
+        --shapes steady --controllers asyncretry,independent,fair   # one limiter, callers in turn
 
 The server admits R requests per second from a token bucket holding 50 ms of R and answers 429 (a
 throttling error) beyond. N clients, each with its own retrier and limiter (as separate processes have;
-``--layouts shared``: one retrier and limiter for every client's calls, as the tasks of one process have),
+``--layouts shared``: one retrier and limiter for every client's calls, as the tasks of one process have;
+``--layouts callers``: the same, each call naming its client as its caller, so that the limiter's line
+takes the clients in turn),
 call it through the real retry engine; every request takes one round trip (RTT). Demand is either equal
 and saturating (closed-loop workers, enough of them per client to send twice its fair share) or
 heterogeneous (a quarter of the clients want 4x the fair share, the rest 0.5x, as Poisson arrivals). A
@@ -109,6 +113,9 @@ class AimdController:
         self.max_capacity = max(0.1 * self.fill_rate, 1.0)
 
 
+LAYOUTS = ("independent", "shared", "callers")
+
+
 @dataclass(frozen=True)
 class Cell:
     rate: float
@@ -120,6 +127,8 @@ class Cell:
 
     def name(self) -> str:
         name = f"R={self.rate:g} N={self.clients} RTT={self.rtt * 1000:g}ms {self.demand} {self.shape}"
+        if self.layout == "callers":
+            return f"{name} shared, callers in turn"
         return name if self.layout == "independent" else f"{name} shared"
 
 
@@ -259,7 +268,7 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, lig
     retriers: list[Retrier] = []
     for index in range(n):
         limiter = None
-        if retriers and cell.layout == "shared":
+        if retriers and cell.layout != "independent":
             retriers.append(retriers[0])  # one retrier, so one limiter, for every client's calls
             continue
         if controller != "none":
@@ -288,9 +297,11 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, lig
         successes[client] += 1
         served[min(int((sent - start) / width), len(served) - 1)] += 1
 
+    callers = [f"c{index}" if cell.layout == "callers" else None for index in range(n)]
+
     async def call(client: int) -> None:
         try:
-            async for attempt in retriers[client].attempts():
+            async for attempt in retriers[client].attempts(caller=callers[client]):
                 async with attempt:
                     await send(client)
         except Exception:
@@ -370,7 +381,7 @@ def _misses(run: Run, cell: Cell, reach: float) -> list[str]:
     starved; heterogeneous demand: every small client served >= 0.95 of its calls; capacity steps:
     recovered in 5 s."""
     misses = []
-    shared = cell.layout == "shared"
+    shared = cell.layout != "independent"
     if cell.demand == "equal" and run.goodput < (0.99 if shared else 0.97 * reach):
         misses.append("goodput")
     if run.throttled > (0.01 if shared else 0.15):
@@ -412,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", help="comma-separated, from steady,step (default both)")
     parser.add_argument(
         "--layouts", default="independent",
-        help="comma-separated, from independent (a limiter per client, the default) and shared (one limiter "
-        "for every client's calls, as the tasks of one process or RedisAdaptiveRateLimiter have)",
+        help="comma-separated, from independent (a limiter per client, the default), shared (one limiter "
+        "for every client's calls, as the tasks of one process or RedisAdaptiveRateLimiter have) and callers "
+        "(shared, each call naming its client as its caller: the limiter's line takes the clients in turn)",
     )
     parser.add_argument(
         "--controllers", default=",".join(CONTROLLERS),
@@ -433,12 +445,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.light_floor >= 0.0 and math.isfinite(args.light_floor)):
         parser.error(f"--light-floor must be a finite number >= 0, got {args.light_floor}")
+    layouts = args.layouts.split(",")
+    if any(layout not in LAYOUTS for layout in layouts):
+        parser.error(f"--layouts must be comma-separated from {', '.join(LAYOUTS)}, got {args.layouts!r}")
     base = QUICK if args.quick else FULL
 
     def pick(value: str | None, key: str, kind: type) -> tuple:  # type: ignore[type-arg]
         return tuple(kind(x) for x in value.split(",")) if value else base[key]  # type: ignore[return-value]
 
-    cells = [Cell(r, n, rtt, d, s, lay) for lay in args.layouts.split(",")
+    cells = [Cell(r, n, rtt, d, s, lay) for lay in layouts
              for d in pick(args.demands, "demands", str) for s in pick(args.shapes, "shapes", str)
              for rtt in pick(args.rtts, "rtts", float) for r in pick(args.rates, "rates", float)
              for n in pick(args.clients, "clients", int)]

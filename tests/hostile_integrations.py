@@ -387,7 +387,7 @@ def use_grpc_call_options(options: dict[str, Any]) -> None:
 # The per-request overrides of the integrations: the keys each takes, and a use of one request with them.
 OVERRIDE_USES: dict[str, tuple[frozenset[str], Callable[[dict[str, Any]], None]]] = {
     "RetryMiddleware.options": (asyncretry.RequestOverrides.keys(), use_aiohttp_options),
-    "call_options": (frozenset({"idempotent", "retry", "hedge", "policy", "scope"}), use_grpc_call_options),
+    "call_options": (frozenset({"idempotent", "retry", "hedge", "policy", "scope", "caller"}), use_grpc_call_options),
 }
 NONE_IS_UNSET = {"call_options"}
 """Where an option given as ``None`` is one not given (its keyword's default), rather than a wrong type."""

@@ -29,6 +29,7 @@ from asyncretry import (
     RetryCapacityExceeded,
     RetryPolicy,
     RetryScheduled,
+    TurnStatistics,
     history_of,
 )
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
@@ -356,6 +357,24 @@ async def test_per_request_options(server: FaultServer, app: FaultyApp) -> None:
             assert resp.status == 200
             assert (retry_info(resp).attempts, retry_info(resp).scope) == (2, "orders")
     assert "orders" in middleware.retrier.scope_keys()
+
+
+async def test_the_caller_option_takes_turns_at_the_rate_limit(server: FaultServer, app: FaultyApp) -> None:
+    """options(caller=...): of one caller's requests that wait for the scope's rate limit (4 a second, a burst
+    of one), one waits at the rate limit and the other behind it, in the caller's turn; all are served."""
+    middleware = RetryMiddleware(policy=POLICY.replace(rate_limit=4.0, rate_limit_burst=1.0))
+    async with session(middleware) as client:
+
+        async def one(k: int) -> None:
+            async with client.get(server.url + "/c", headers=headers(f"c{k}"),
+                                  middlewares=[middleware.options(caller="batch")]) as resp:
+                assert resp.status == 200
+
+        async with anyio.create_task_group() as tg:
+            for k in range(3):
+                tg.start_soon(one, k)
+    (scope,) = middleware.statistics().scopes
+    assert scope.turns == TurnStatistics(name=scope.key, callers=0, waiting=0, waits=1, timeouts=0)
 
 
 @pytest.mark.parametrize(

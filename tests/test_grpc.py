@@ -28,6 +28,7 @@ from asyncretry import (
     Retrier,
     RetryPolicy,
     RetryScheduled,
+    TurnStatistics,
     history_of,
 )
 from asyncretry.grpc import (
@@ -469,6 +470,22 @@ async def test_per_call_options_override_idempotency_and_retries(server: tuple[S
         with call_options(retry=False, idempotent=True), pytest.raises(aio.AioRpcError):
             await ch.unary_unary(f"/{SERVICE}/Unary")(b"x")
     assert len(app.seen) == 3
+
+
+async def test_the_caller_option_takes_turns_at_the_rate_limit(server: tuple[Scripted, str]) -> None:
+    """call_options(caller=...): of one caller's calls that wait for the scope's rate limit (4 a second, a burst
+    of one), one waits at the rate limit and the other behind it, in the caller's turn; all are answered."""
+    _app, target = server
+    retry = RetryInterceptors(target=target, policy=FAST.replace(rate_limit=4.0, rate_limit_burst=1.0))
+
+    async def one(ch: aio.Channel) -> None:
+        with call_options(caller="batch"):
+            assert await ch.unary_unary(f"/{SERVICE}/Unary")(b"x") == b"reply:x"
+
+    async with insecure_channel(target, retry=retry) as ch:
+        await asyncio.gather(one(ch), one(ch), one(ch))
+    (scope,) = retry.retrier.statistics().scopes
+    assert scope.turns == TurnStatistics(name=scope.key, callers=0, waiting=0, waits=1, timeouts=0)
 
 
 async def test_a_channel_that_cannot_connect_is_retried_even_for_a_non_idempotent_method(

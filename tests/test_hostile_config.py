@@ -529,6 +529,8 @@ def _override_is_valid(key: str, value: Any) -> bool:
         return value is None or isinstance(value, (bool, asyncretry.HedgingConfig))
     if key == "scope":
         return isinstance(value, str) and value != ""
+    if key == "caller":
+        return value is None or (isinstance(value, str) and value != "")
     return isinstance(value, RetryPolicy)
 
 

@@ -75,7 +75,8 @@ def test_parse_overrides_returns_the_checked_values() -> None:
     assert parsed == RequestOverrides(retry=False, policy=policy, hedge=True)
     assert parsed.scope is None
     assert parsed.read_body is None
-    assert RequestOverrides.keys() == {"retry", "policy", "scope", "idempotent", "read_body", "hedge"}
+    assert parsed.caller is None
+    assert RequestOverrides.keys() == {"retry", "policy", "scope", "caller", "idempotent", "read_body", "hedge"}
 
 
 def test_request_overrides_checks_its_fields_too() -> None:

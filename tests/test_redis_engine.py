@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 
@@ -156,6 +157,30 @@ async def test_two_processes_share_one_rate_limit(redis_server: RedisServer, pre
         elapsed = time.monotonic() - started
     assert len(calls) == 20
     assert 0.35 <= elapsed < 2.0  # 19/50 s: one shared rate (two separate buckets would take half that)
+
+
+@pytest.mark.anyio
+async def test_callers_take_turns_at_a_rate_limit_shared_through_redis(redis_server: RedisServer, prefix: str) -> None:
+    """A rate limit on Redis (20/s, burst 1) with a caller per call: the light caller's call is among the first
+    three admitted, not behind the heavy caller's eight; each caller's calls keep their order."""
+    async with redis_server.backend(prefix) as backend:
+        retrier = Retrier(POLICY, rate_limit=lambda scope: RedisTokenBucket(backend, 20, 1, name=scope))
+        order: list[str] = []
+
+        async def one(name: str, caller: str) -> None:
+            async for attempt in retrier.attempts(caller=caller):
+                async with attempt:
+                    order.append(name)
+
+        async with anyio.create_task_group() as tg:
+            for name, caller in [*((f"heavy{k}", "heavy") for k in range(8)), ("light", "light")]:
+                tg.start_soon(one, name, caller)
+                await anyio.lowlevel.checkpoint()
+    assert order.index("light") <= 2
+    assert [name for name in order if name != "light"] == [f"heavy{k}" for k in range(8)]
+    turns = retrier.statistics().scopes[0].turns
+    assert turns is not None
+    assert (turns.callers, turns.waiting) == (0, 0)
 
 
 @pytest.mark.anyio

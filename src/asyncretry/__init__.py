@@ -87,6 +87,7 @@ from ._primitives._delivery import DeliveryPolicy as DeliveryPolicy
 from ._primitives._breaker import BreakerStatistics as BreakerStatistics
 from ._primitives._breaker import CircuitBreaker as CircuitBreaker
 from ._primitives._breaker import CircuitBreakerConfig as CircuitBreakerConfig
+from ._primitives._turns import TurnStatistics as TurnStatistics
 
 # --- engine
 # isort: split
@@ -213,6 +214,7 @@ __all__ = [
     "SyncAttempts",
     "Throttled",
     "TokenBucket",
+    "TurnStatistics",
     "attach_history",
     "botocore_classifier",
     "error_code_of",

@@ -112,7 +112,8 @@ class RateLimitTimeout(AsyncRetryError):
 
     Attributes:
         name: the bucket's or limiter's name.
-        wait: the wait that was needed (seconds, an estimate when refused up front).
+        wait: the wait that was needed (seconds, an estimate when refused up front; ``inf`` when the call's
+            time ran out while it waited for its caller's turn, see :meth:`asyncretry.Retrier.attempts`).
         timeout: the most the caller allowed (seconds).
     """
 

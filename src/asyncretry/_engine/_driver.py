@@ -114,9 +114,10 @@ class _Driver:
     """What both drivers show of their call: its record, read by users and integrations. The decisions and
     their state stay on the :class:`~._call.Call` the driver holds."""
 
-    __slots__ = ("_call", "_retrier")
+    __slots__ = ("_call", "_caller", "_retrier")
 
     _call: Call
+    _caller: str | None  # who the call is for: its rate-limit waits take that caller's turn (None: its own)
     _retrier: Retrier
     _lock: AbstractContextManager[Any]  # held around every step on shared state (threads share it)
 
@@ -154,9 +155,10 @@ class AsyncWaits(_Driver):
 
     def __init__(
         self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float,
-        judge: Judge | None = None, label: Label | None = None, *, begun: bool = False,
+        judge: Judge | None = None, label: Label | None = None, *, begun: bool = False, caller: str | None = None,
     ) -> None:
         self._retrier = retrier
+        self._caller = caller
         self._call = Call(scope, policy, now, retrier.events, judge, label, test=current_test_mode(), begun=begun)
         if not begun:  # (begun: Retrier.begin_first opened it)
             open_call(retrier, scope, now)
@@ -200,16 +202,22 @@ class AsyncWaits(_Driver):
         call.waited_for_quota()
 
     async def _admit(self, scope: Scope) -> int:
-        """Wait for the rate limits, then ask the breaker; a half-open probe's ticket, else 0."""
+        """Wait for the rate limits (in the caller's turn, when the call has a caller), then ask the breaker;
+        a half-open probe's ticket, else 0."""
         bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
         try:
             # A local rate limit that has the token now grants it without a wait (try_acquire is exactly
             # acquire's admission at once); only a wait needs the time left, which costs a look at the
             # enclosing cancel scopes.
-            if bucket is not None and not (isinstance(bucket, TokenBucket) and bucket.try_acquire(1)):
-                await bucket.acquire(1, timeout=await self._time_to_wait())
-            if limiter is not None and not (isinstance(limiter, AdaptiveRateLimiter) and limiter.try_acquire()):
-                await limiter.acquire(timeout=await self._time_to_wait())
+            bucket_taken = bucket is None or (isinstance(bucket, TokenBucket) and bucket.try_acquire(1))
+            if not bucket_taken or (limiter is not None and not (
+                    isinstance(limiter, AdaptiveRateLimiter) and limiter.try_acquire())):
+                caller = self._caller
+                if caller is None:
+                    await self._wait_for_rates(scope, bucket_taken)
+                else:
+                    async with scope.caller_turns().turn(caller, await self._time_to_wait()):
+                        await self._wait_for_rates(scope, bucket_taken)
             if breaker is None:
                 return 0
             if isinstance(breaker, CircuitBreaker):
@@ -224,6 +232,18 @@ class AsyncWaits(_Driver):
         except BackendUnavailable as error:
             self._call.refuse(error, "backend", self._retrier.clock.now())
             raise
+
+    async def _wait_for_rates(self, scope: Scope, bucket_taken: bool) -> None:
+        """Wait for the rate limits' tokens that were not there at once: the fixed rate limit's, unless
+        ``bucket_taken``, then the limiter's (tried at once first when the fixed one made the call wait)."""
+        bucket, limiter = scope.bucket, scope.limiter
+        if not bucket_taken:
+            assert bucket is not None
+            await bucket.acquire(1, timeout=await self._time_to_wait())
+            if limiter is None or (isinstance(limiter, AdaptiveRateLimiter) and limiter.try_acquire()):
+                return
+        assert limiter is not None
+        await limiter.acquire(timeout=await self._time_to_wait())
 
     async def _time_to_wait(self) -> float | None:
         """The longest a wait for a rate limit may take: the time left before the call's or an enclosing
@@ -255,6 +275,7 @@ class SyncWaits(_Driver):
     def __init__(
         self, retrier: Retrier, scope: Scope, policy: RetryPolicy, now: float,
         judge: Judge | None = None, label: Label | None = None, *, lock: AbstractContextManager[Any] | None = None,
+        caller: str | None = None,
     ) -> None:
         if not scope.local:
             raise TypeError(
@@ -262,6 +283,7 @@ class SyncWaits(_Driver):
                 "use asyncretry.Attempts / AsyncRetryTransport"
             )
         self._retrier = retrier
+        self._caller = caller
         self._call = Call(scope, policy, now, retrier.events, judge, label, test=current_test_mode())
         self._lock = lock if lock is not None else nullcontext()
         open_call(retrier, scope, now)  # (Retrier.sync_attempts holds the lock)
@@ -295,20 +317,18 @@ class SyncWaits(_Driver):
     def _admit(self, scope: Scope) -> int:
         bucket, limiter, breaker = scope.bucket, scope.limiter, scope.breaker
         call, clock = self._call, self._retrier.clock
-        if bucket is not None:
-            assert isinstance(bucket, TokenBucket)
-            if not self._block_until(bucket.try_acquire, bucket.time_until_available, 1):
-                error = RateLimitTimeout(name=bucket.name, wait=bucket.time_until_available(1),
-                                         timeout=self._remaining_or_zero())
-                call.refuse(error, "rate_limit", clock.now())
-                raise error
-        if limiter is not None:
-            assert isinstance(limiter, AdaptiveRateLimiter)
-            if not self._block_until(lambda _n: limiter.try_acquire(), lambda _n: limiter.time_until_available(), 1):
-                error = RateLimitTimeout(name=limiter.name, wait=limiter.time_until_available(),
-                                         timeout=self._remaining_or_zero())
-                call.refuse(error, "rate_limit", clock.now())
-                raise error
+        try:
+            caller = self._caller
+            if caller is None or (bucket is None and limiter is None):
+                self._wait_for_rates(scope)
+            else:
+                with self._lock:
+                    turns = scope.caller_turns()
+                with turns.turn_blocking(caller, self.remaining(clock.now())):
+                    self._wait_for_rates(scope)
+        except RateLimitTimeout as error:
+            call.refuse(error, "rate_limit", clock.now())
+            raise
         if breaker is None:
             return 0
         assert isinstance(breaker, CircuitBreaker)
@@ -318,6 +338,20 @@ class SyncWaits(_Driver):
         except CircuitOpenError as error:
             call.refuse(error, "breaker", clock.now())
             raise
+
+    def _wait_for_rates(self, scope: Scope) -> None:
+        """Block until the rate limits' tokens are taken, or raise :class:`RateLimitTimeout` at the deadline."""
+        bucket, limiter = scope.bucket, scope.limiter
+        if bucket is not None:
+            assert isinstance(bucket, TokenBucket)
+            if not self._block_until(bucket.try_acquire, bucket.time_until_available, 1):
+                raise RateLimitTimeout(name=bucket.name, wait=bucket.time_until_available(1),
+                                       timeout=self._remaining_or_zero())
+        if limiter is not None:
+            assert isinstance(limiter, AdaptiveRateLimiter)
+            if not self._block_until(lambda _n: limiter.try_acquire(), lambda _n: limiter.time_until_available(), 1):
+                raise RateLimitTimeout(name=limiter.name, wait=limiter.time_until_available(),
+                                       timeout=self._remaining_or_zero())
 
     def _remaining_or_zero(self) -> float:
         return self.remaining(self._retrier.clock.now()) or 0.0

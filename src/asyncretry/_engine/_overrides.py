@@ -3,7 +3,7 @@
 A request of an HTTP client (the httpx transports, and any integration that takes overrides) says how
 it wants to be retried in a mapping (``request.extensions["asyncretry"]`` for httpx)::
 
-    {"retry": False, "idempotent": True, "scope": "orders-table"}
+    {"retry": False, "idempotent": True, "scope": "orders-table", "caller": "tenant-42"}
 
 :func:`parse_overrides` turns that mapping into a frozen :class:`RequestOverrides`, or raises before anything is
 sent: a value of the wrong type is a ``TypeError`` naming the key and the value (``{"idempotent": "false"}``
@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._primitives._turns import check_caller
 from .._validate import check_bool, check_instance, check_str
 from ._hedging import HedgingConfig
 from ._policy import RetryPolicy
@@ -57,6 +58,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "retry": check_bool,
     "policy": _policy,
     "scope": _scope,
+    "caller": check_caller,
     "idempotent": _idempotent,
     "read_body": check_bool,
     "hedge": _hedge,
@@ -74,6 +76,8 @@ class RequestOverrides:
         retry: ``False`` sends the request once (``True`` changes nothing).
         policy: the retry policy of this request (the scope's shared state still comes from the client's).
         scope: the scope of this request (its quota, limiter and breaker).
+        caller: who the request is for (a tenant, a user, a job): its waits for the scope's rate limits take
+            turns with other callers' (see :meth:`Retrier.attempts <asyncretry.Retrier.attempts>`).
         idempotent: whether the request may be sent again after it may have reached the server
             (``None``: decided by its method and its idempotency header).
         read_body: read the whole body of a success inside the attempt.
@@ -83,6 +87,7 @@ class RequestOverrides:
     retry: bool | None = None
     policy: RetryPolicy | None = None
     scope: str | None = None
+    caller: str | None = None
     idempotent: bool | None = None
     read_body: bool | None = None
     hedge: bool | HedgingConfig | None = None

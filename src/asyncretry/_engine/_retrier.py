@@ -26,6 +26,7 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock, RandomSource, default_rng
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._quota import RetryQuota
 from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, RemoteLimiter, RemoteQuota
+from .._primitives._turns import check_caller
 from .._validate import check_clock, check_int, check_seconds
 from ._attempt import NOT_SET, Attempt
 from ._call import Judge, Label
@@ -206,7 +207,7 @@ class Retrier:
     # ------------------------------------------------------------------------------- ways in
     def attempts(
         self, *, scope: str = DEFAULT_SCOPE, policy: RetryPolicy | None = None,
-        judge: Judge | None = None, label: Label | None = None,
+        judge: Judge | None = None, label: Label | None = None, caller: str | None = None,
     ) -> Attempts:
         """Iterate over the attempts of one call::
 
@@ -221,10 +222,20 @@ class Retrier:
             judge: for integrations: the last word on every failed attempt's outcome (timeouts
                 included), e.g. the httpx transport's "this request cannot be sent again".
             label: for integrations: what the call is (``"GET https://host/path"``), for logs and traces.
+            caller: who the call is for (a tenant, a user, a job), a non-empty string. A call that has to wait
+                for the scope's rate limits first waits for its caller's earlier calls, so that each caller
+                has one call in the rate limit's line and the line serves the callers in turn: a caller
+                with many calls cannot keep the others waiting. ``None`` (the default): the call is its
+                own caller (first come, first served).
+
+        Raises:
+            TypeError, ValueError: ``caller`` is not a non-empty string or ``None``.
         """
+        if caller is not None:
+            check_caller("caller", caller)
         now = self.clock.now()
         return Attempts(self, self._scopes.get(scope, now), policy if policy is not None else self.policy,
-                        now, judge, label)
+                        now, judge, label, caller=caller)
 
     def begin_first(self, *, scope: str = DEFAULT_SCOPE, policy: RetryPolicy | None = None) -> FirstAttempt | None:
         """Deprecated: use :meth:`attempts`, whose first attempt begins at once when nothing could make it
@@ -250,17 +261,22 @@ class Retrier:
     def sync_attempts(
         self, *, scope: str = DEFAULT_SCOPE, policy: RetryPolicy | None = None,
         judge: Judge | None = None, label: Label | None = None, lock: AbstractContextManager[Any] | None = None,
+        caller: str | None = None,
     ) -> SyncAttempts:
         """:meth:`attempts` for synchronous code: ``for attempt in ...: with attempt: ...``.
 
         Safe to use from several threads at once: every step on the scope's shared state is taken
-        under the retrier's lock (or ``lock``, for integrations that hold one of their own).
+        under the retrier's lock (or ``lock``, for integrations that hold one of their own). Threads
+        waiting for a rate limit poll it rather than queue, so a ``caller``'s calls take turns (one of
+        them polls at a time) and the callers share the tokens as their pollers meet them.
         """
+        if caller is not None:
+            check_caller("caller", caller)
         lock = lock if lock is not None else self._lock
         now = self.clock.now()
         with lock:  # the scope table and the retrier's counters are shared by the threads
             return SyncAttempts(self, self._scopes.get(scope, now), policy if policy is not None else self.policy,
-                                now, judge=judge, label=label, lock=lock)
+                                now, judge=judge, label=label, lock=lock, caller=caller)
 
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``await fn(*args, **kwargs)`` with retries in the default scope and return its result.

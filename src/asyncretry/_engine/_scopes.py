@@ -25,6 +25,7 @@ from .._primitives._kinds import OutcomeKind
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._quota import QuotaStatistics, RetryQuota
 from .._primitives._shared import RemoteBreaker, RemoteBucket, RemoteBudget, RemoteLimiter, RemoteQuota
+from .._primitives._turns import CallerTurns, TurnStatistics
 
 if TYPE_CHECKING:
     from ._hedging import HedgeState, HedgeStatistics, HedgingConfig
@@ -82,6 +83,7 @@ class ScopeStatistics:
     last_used: float
     budget: BudgetStatistics | None = None
     hedging: tuple[HedgeStatistics, ...] = ()  # one per hedging configuration used in the scope
+    turns: TurnStatistics | None = None  # callers in turn at the rate limits, once a call with a caller waited
 
 
 class Scope:
@@ -89,7 +91,7 @@ class Scope:
 
     __slots__ = (
         "breaker", "bucket", "budget", "first_cost", "gates", "hedging", "key", "last_used", "limiter", "local",
-        "local_breaker", "quota", "reports", "shares_clock", "success_increment", "unpaced",
+        "local_breaker", "quota", "reports", "shares_clock", "success_increment", "turns", "unpaced",
     )
 
     def __init__(
@@ -112,6 +114,8 @@ class Scope:
         self.last_used = now
         #: hedging state by configuration (:func:`~._hedging.hedge_state`), made when a call first hedges here
         self.hedging: dict[HedgingConfig, HedgeState] | None = None
+        #: callers in turn in front of the rate limits (:meth:`caller_turns`), made when a call with a caller waits
+        self.turns: CallerTurns | None = None
         #: every part answers at once (in-process primitives); otherwise the async driver awaits them
         self.local = (
             (quota is None or isinstance(quota, RetryQuota))
@@ -158,6 +162,14 @@ class Scope:
         if isinstance(limiter, AdaptiveRateLimiter):
             return limiter.try_acquire()
         return True
+
+    def caller_turns(self) -> CallerTurns:
+        """The turns of this scope's callers in front of its rate limits (made at the first use; threads call
+        this under the retrier's lock)."""
+        turns = self.turns
+        if turns is None:
+            turns = self.turns = CallerTurns(self.key)
+        return turns
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
     def report(
@@ -230,6 +242,7 @@ class Scope:
             last_used=self.last_used,
             budget=self.budget.statistics() if self.budget is not None else None,
             hedging=tuple(state.statistics() for state in self.hedging.values()) if self.hedging else (),
+            turns=self.turns.statistics() if self.turns is not None else None,
         )
 
 

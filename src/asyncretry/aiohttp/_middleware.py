@@ -216,7 +216,8 @@ class RetryMiddleware:
         read_body = self.read_body if options.read_body is None else options.read_body
         plan = _Plan(request, self.classifier, options.idempotent)
         scope = options.scope if options.scope is not None else self._scope_key(request)
-        attempts = self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.label)
+        attempts = self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.label,
+                                         caller=options.caller)
         response: ClientResponse | None = None
         try:
             async for attempt in attempts:

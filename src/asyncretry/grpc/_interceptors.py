@@ -37,6 +37,7 @@ from grpc import aio
 
 from .. import Attempt, Attempts, HedgingConfig, OutcomeKind, RetryHistory, attach_history
 from .._validate import check_instance, check_items, check_str
+from ._options import current_options
 from ._plan import ATTEMPTS_KEY, Planner, attempt_metadata
 
 __all__ = ["ATTEMPTS_KEY", "CHANNEL_OPTIONS", "RetryInterceptors", "insecure_channel", "secure_channel"]
@@ -176,7 +177,10 @@ class RetryInterceptors(Planner):
     ) -> tuple[Attempts, HedgingConfig | None]:
         """Open a call in the engine: its scope, policy, judge and hedging (``None``: not hedged)."""
         plan, scope, policy, hedging = self._plan(details.method, replayable=replayable, hedgeable=hedgeable)
-        return self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.describe), hedging
+        options = current_options()
+        caller = options.caller if options is not None else None
+        return self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.describe,
+                                     caller=caller), hedging
 
     async def _under_deadline(self, details: aio.ClientCallDetails, attempts: Attempts, run: Any) -> Any:
         """``await run(deadline)`` within the call's deadline (``None`` without a timeout)."""

@@ -27,6 +27,8 @@ class CallOptions:
         hedge: ``False`` never hedges the call; a :class:`~asyncretry.HedgingConfig` hedges it so.
         policy: a :class:`~asyncretry.RetryPolicy` for the call (its attempts, backoff, deadline).
         scope: the scope whose quota, limiter and breaker the call uses.
+        caller: who the call is for (a tenant, a user, a job): its waits for the scope's rate limits take
+            turns with other callers' (see :meth:`asyncretry.Retrier.attempts`).
     """
 
     idempotent: bool | None = None
@@ -34,11 +36,13 @@ class CallOptions:
     hedge: HedgingConfig | bool | None = None
     policy: RetryPolicy | None = None
     scope: str | None = None
+    caller: str | None = None
 
     def __post_init__(self) -> None:
         # The rules of every per-request override (the HTTP integrations' too), each error naming its option.
         RequestOverrides(
-            idempotent=self.idempotent, retry=self.retry, hedge=self.hedge, policy=self.policy, scope=self.scope
+            idempotent=self.idempotent, retry=self.retry, hedge=self.hedge, policy=self.policy, scope=self.scope,
+            caller=self.caller,
         )
         if self.hedge is True:
             raise TypeError("hedge must be False, a HedgingConfig or None, got True")
@@ -54,7 +58,7 @@ def current_options() -> CallOptions | None:
 
 def call_options(
     *, idempotent: bool | None = None, retry: bool | None = None, hedge: HedgingConfig | bool | None = None,
-    policy: RetryPolicy | None = None, scope: str | None = None,
+    policy: RetryPolicy | None = None, scope: str | None = None, caller: str | None = None,
 ) -> AbstractContextManager[CallOptions]:
     """Options for the gRPC calls started inside the ``with`` block (see :class:`CallOptions`)::
 
@@ -63,8 +67,10 @@ def call_options(
 
     Raises:
         TypeError: an option has the wrong type (at once, before the ``with`` block).
+        ValueError: an option is out of range (an empty scope or caller).
     """
-    return _applied(CallOptions(idempotent=idempotent, retry=retry, hedge=hedge, policy=policy, scope=scope))
+    return _applied(CallOptions(idempotent=idempotent, retry=retry, hedge=hedge, policy=policy, scope=scope,
+                                caller=caller))
 
 
 @contextmanager

@@ -54,7 +54,8 @@ async def send_hedged(
     transport: AsyncRetryTransport, request: httpx.Request, plan: Plan, config: HedgingConfig
 ) -> tuple[httpx.Response, Attempts]:
     """The request with hedges: the same sends, raced; every losing or failed response is closed."""
-    call = transport.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
+    call = transport.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label,
+                                      caller=plan.caller)
     inner = transport.inner
     # Hedging cancels sends routinely: through httpcore's pool, each send runs detached, never cancelled while
     # it waits for a connection (see _detached: cancelled there, the pool loses the connection for good).

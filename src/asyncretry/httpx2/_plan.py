@@ -39,6 +39,7 @@ class Plan:
     policy: RetryPolicy | None = None
     idempotent_opt: bool | None = None
     hedging: HedgingConfig | None = None
+    caller: str | None = None
 
     def judge(self, outcome: Outcome) -> Outcome:
         """Whether this request may be sent again after a failed attempt (the engine asks on every path)."""
@@ -115,6 +116,7 @@ def plan_request(
             plan.policy = once() if plan.policy is None else plan.policy.replace(max_attempts=1)
         if overrides.scope is not None:
             scope = overrides.scope
+        plan.caller = overrides.caller
         plan.idempotent_opt = overrides.idempotent
         if overrides.read_body is not None:
             plan.read_body = overrides.read_body

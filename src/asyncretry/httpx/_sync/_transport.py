@@ -238,7 +238,8 @@ class RetryTransport(_Base, httpx.BaseTransport):
         plan = self._plan(request)
         if plan.hedging is not None:
             return _answered(*refuse_hedging(self, request, plan, plan.hedging))
-        call = self.retrier.sync_attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label)
+        call = self.retrier.sync_attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label,
+                                     caller=plan.caller)
         # A retried response is kept until the next attempt begins: if the call is refused that attempt
         # (an empty quota, an open breaker ...), it ends with that response, its last real outcome.
         response: httpx.Response | None = None
