@@ -36,6 +36,8 @@ Per cell, medians over the seeds (worst seed in brackets):
 * Jain: Jain's index of the clients' successes (equal demand), or of the big clients' (heterogeneous);
 * starved: clients without a success (worst seed);
 * small: heterogeneous demand, the lowest share of its calls a small client got served (worst seed);
+  ``--grace S`` counts only the calls it asked for at least S seconds before the end of the run, so that a
+  call still waiting for a short turn when the run stops is not counted as lost;
 * recover: step runs, seconds after each step until the served rate (1 s windows) is within 10% of
   what uncoordinated clients can get from the new capacity, the longer of the two (worst seed).
 
@@ -251,7 +253,9 @@ def _recovery(served: Sequence[int], width: float, steps: Iterable[tuple[float, 
     return worst
 
 
-async def _simulate(cell: Cell, controller: str, seed: int, duration: float, light_floor: float = 0.0) -> Run:
+async def _simulate(
+    cell: Cell, controller: str, seed: int, duration: float, light_floor: float = 0.0, grace: float = 0.0
+) -> Run:
     now = anyio.current_time
     start = now()
     scenario = _scenario(cell, duration)
@@ -285,7 +289,7 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, lig
         retriers.append(Retrier(policy, name=f"c{index}", rng=random.Random(seeds.random()).random,
                                 limiter=limiter))
 
-    async def send(client: int) -> None:
+    async def send(client: int, counted: bool) -> None:
         nonlocal attempts, throttles
         sent = now()
         admitted = server.admit(sent)
@@ -295,15 +299,17 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, lig
             throttles += 1
             raise SimulatedThrottle("429")
         successes[client] += 1
+        if counted:
+            answered[client] += 1
         served[min(int((sent - start) / width), len(served) - 1)] += 1
 
     callers = [f"c{index}" if cell.layout == "callers" else None for index in range(n)]
 
-    async def call(client: int) -> None:
+    async def call(client: int, counted: bool = False) -> None:
         try:
             async for attempt in retriers[client].attempts(caller=callers[client]):
                 async with attempt:
-                    await send(client)
+                    await send(client, counted)
         except Exception:
             pass
 
@@ -311,25 +317,28 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, lig
         while True:
             await call(client)
 
-    wanted = [0] * n  # the calls each client's arrivals asked for (the realized demand)
+    wanted = [0] * n  # the calls each client's arrivals asked for (the realized demand) ...
+    answered = [0] * n  # ... and those of them served, of the calls that came at least ``grace`` s before the end
+    last_counted = start + duration - grace
 
     async def open_loop(client: int, tg: anyio.abc.TaskGroup) -> None:
         rng = random.Random(seeds.random())
         in_flight = [0]
         cap = max(8, math.ceil(4 * demands[client] * cell.rtt) + 8)
 
-        async def one() -> None:
+        async def one(counted: bool) -> None:
             in_flight[0] += 1
             try:
-                await call(client)
+                await call(client, counted)
             finally:
                 in_flight[0] -= 1
 
         while True:
             await anyio.sleep(rng.expovariate(demands[client]))
-            wanted[client] += 1
+            counted = now() <= last_counted
+            wanted[client] += counted
             if in_flight[0] < cap:
-                tg.start_soon(one)
+                tg.start_soon(one, counted)
 
     async with anyio.create_task_group() as tg:
         for client in range(n):
@@ -350,7 +359,7 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, lig
     else:
         big = successes[: n // 4]
         jain = _jain(big) if big else 1.0
-        small = min(successes[i] / max(wanted[i], 1) for i in range(n // 4, n))
+        small = min(answered[i] / max(wanted[i], 1) for i in range(n // 4, n))
     # Each change of capacity, and the rate uncoordinated clients can get from the new one.
     steps = [(begin, capacity * frontier(capacity, n)) for begin, _, capacity in segments[1:]]
     return Run(
@@ -363,9 +372,9 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, lig
     )
 
 
-def _job(job: tuple[Cell, str, int, float, float]) -> tuple[Cell, str, int, Run]:
-    cell, controller, seed, duration, light_floor = job
-    run = anyio.run(_simulate, cell, controller, seed, duration, light_floor, backend="asyncio",
+def _job(job: tuple[Cell, str, int, float, float, float]) -> tuple[Cell, str, int, Run]:
+    cell, controller, seed, duration, light_floor, grace = job
+    run = anyio.run(_simulate, cell, controller, seed, duration, light_floor, grace, backend="asyncio",
                     backend_options={"loop_factory": virtual_time_loop})
     return cell, controller, seed, run
 
@@ -441,10 +450,17 @@ def main(argv: list[str] | None = None) -> int:
         help="heterogeneous demand: each light client's limiter never paces it below F times its demand "
         "(its min_fill_rate, or fair_floor for the fair profile; default 0: the profile's own floor)",
     )
+    parser.add_argument(
+        "--grace", type=float, default=0.0, metavar="S",
+        help="heterogeneous demand: measure a small client against the calls it asked for at least S seconds "
+        "before the end of the run, served by the end (default 0: every call it asked for)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     args = parser.parse_args(argv)
     if not (args.light_floor >= 0.0 and math.isfinite(args.light_floor)):
         parser.error(f"--light-floor must be a finite number >= 0, got {args.light_floor}")
+    if not (args.grace >= 0.0 and math.isfinite(args.grace)):
+        parser.error(f"--grace must be a finite number of seconds >= 0, got {args.grace}")
     layouts = args.layouts.split(",")
     if any(layout not in LAYOUTS for layout in layouts):
         parser.error(f"--layouts must be comma-separated from {', '.join(LAYOUTS)}, got {args.layouts!r}")
@@ -460,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds or int(base["seeds"])  # type: ignore[call-overload]
     duration = args.duration or float(base["duration"])  # type: ignore[arg-type]
     controllers = args.controllers.split(",")
-    jobs = [(c, k, s, duration, args.light_floor) for c in cells for k in controllers for s in range(seeds)]
+    jobs = [(c, k, s, duration, args.light_floor, args.grace) for c in cells for k in controllers for s in range(seeds)]
     # The biggest runs first, so that the pool does not end on one long run.
     jobs.sort(key=lambda j: -j[0].rate * (1 + (j[1] == "none") * 2))
     began = time.perf_counter()
@@ -470,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({args.jobs} processes); medians over {seeds} seeds, worst seed in brackets")
     if args.light_floor > 0.0:
         print(f"light clients' limiters never below {args.light_floor:g} times their demand")
+    if args.grace > 0.0:
+        print(f"small: the calls asked for at least {args.grace:g} s before the end of the run")
     reach = {cell: cell_frontier(cell, duration) for cell in cells}
     for cell in cells:
         print(f"{cell.name()}  (uncoordinated clients can get {reach[cell]:.2f} R)")

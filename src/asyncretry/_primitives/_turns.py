@@ -81,7 +81,8 @@ class CallerTurns:
             await limiter.acquire(timeout=...)
 
     A caller's line is dropped when its last call leaves, so the object holds only the callers that wait
-    now. Tasks and threads keep separate lines; the lines of threads are guarded by a lock of their own.
+    now. Tasks and threads keep separate lines, and the count of who waits is kept under a lock of its own,
+so that threads may share the object.
 
     Args:
         name: for :meth:`statistics` and :class:`~asyncretry.RateLimitTimeout`.
