@@ -82,7 +82,7 @@ class CallerTurns:
 
     A caller's line is dropped when its last call leaves, so the object holds only the callers that wait
     now. Tasks and threads keep separate lines, and the count of who waits is kept under a lock of its own,
-so that threads may share the object.
+    so that threads may share the object.
 
     Args:
         name: for :meth:`statistics` and :class:`~asyncretry.RateLimitTimeout`.
