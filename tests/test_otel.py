@@ -34,7 +34,7 @@ from asyncretry import (
     RetryQuotaConfig,
     otel,
 )
-from asyncretry.httpx import AsyncRetryTransport, RetryTransport
+from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryTransport
 from asyncretry.testing import fixed_random
 
 URL = "https://api.example/items"
@@ -296,6 +296,70 @@ async def test_gauges_read_the_live_state_of_an_observed_retrier(
         **{scoped(hot, asyncretry__breaker__state=s): int(s == "open") for s in states},
     }
     assert found["asyncretry.breaker.transitions"] == {scoped(scope("hot"), asyncretry__breaker__state="open"): 1}
+
+
+async def _called_in_turn(retrier: Retrier, scope_key: str, caller: str) -> None:
+    """One call of ``caller`` in scope ``scope_key``: a single attempt that succeeds."""
+    async for attempt in retrier.attempts(scope=scope_key, caller=caller):
+        async with attempt:
+            pass
+
+
+@pytest.mark.anyio
+async def test_the_turns_gauge_shows_the_calls_waiting_for_their_callers_turn(
+    telemetry: Telemetry, instrumentation: otel.Instrumentation
+) -> None:
+    """At a rate limit of 10 calls a second with a burst of one, caller "a" sends four calls and "b" one: a's
+    first takes the token, its second and b's call wait in the rate limit's line, and a's last two wait for
+    a's turn. The gauge shows those 2, as the scope's statistics do, then 0 once every call was admitted.
+    A scope where no call waited for its turn reports no point."""
+    retrier = Retrier(RetryPolicy(rate_limit=10.0, rate_limit_burst=1.0), name="orders")
+    instrumentation.observe(retrier)
+    await _called_in_turn(retrier, "calm", "a")  # its scope's token is there: admitted without a turn
+    async with anyio.create_task_group() as tg:
+        for caller in ("a", "a", "a", "a", "b"):
+            tg.start_soon(_called_in_turn, retrier, "busy", caller)
+            await anyio.lowlevel.checkpoint()  # each call reaches the line before the next starts
+        await anyio.sleep(0.01)
+        turns = {s.key: s.turns for s in retrier.statistics().scopes}
+        during = telemetry.metrics()
+    busy = {**scope("busy"), "asyncretry.retrier": "orders"}
+    calm = {**scope("calm"), "asyncretry.retrier": "orders"}
+    assert turns["calm"] is None
+    assert turns["busy"] is not None
+    assert turns["busy"].waiting == 2
+    assert during["asyncretry.turns.waiting"] == {scoped(busy): 2}
+    assert scoped(calm) in during["asyncretry.quota.available"]  # the calm scope is observed all the same
+    assert telemetry.metrics()["asyncretry.turns.waiting"] == {scoped(busy): 0}
+
+
+@pytest.mark.anyio
+async def test_the_turns_gauge_of_an_observed_transport_carries_the_origin(
+    telemetry: Telemetry, instrumentation: otel.Instrumentation
+) -> None:
+    """Three requests of tenant "heavy" through a transport with a rate limit: while the third waits for the
+    tenant's turn, the gauge shows 1 under the scope's origin and the transport's name."""
+    router = respx.MockRouter()
+    router.get(URL).mock(return_value=httpx.Response(200))
+    policy = RetryPolicy(rate_limit=10.0, rate_limit_burst=1.0)
+    transport = AsyncRetryTransport(httpx.MockTransport(router.async_handler), policy=policy, name="api")
+    instrumentation.observe(transport)
+    async with httpx.AsyncClient(transport=transport) as client:
+
+        async def one() -> None:
+            assert (await client.get(URL, extensions={EXTENSION: {"caller": "heavy"}})).status_code == 200
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(one)
+                await anyio.lowlevel.checkpoint()
+            await anyio.sleep(0.01)
+            (turns,) = [s.turns for s in transport.statistics().scopes]
+            during = telemetry.metrics()
+    assert turns is not None
+    assert turns.waiting == 1
+    assert during["asyncretry.turns.waiting"] == {scoped(ORIGIN, asyncretry__retrier="api"): 1}
+    assert telemetry.metrics()["asyncretry.turns.waiting"] == {scoped(ORIGIN, asyncretry__retrier="api"): 0}
 
 
 @pytest.mark.anyio

@@ -23,6 +23,7 @@ from ._primitives._breaker import BreakerStatistics
 from ._primitives._budget import BudgetStatistics
 from ._primitives._limiter import LimiterStatistics
 from ._primitives._quota import QuotaStatistics
+from ._primitives._turns import TurnStatistics
 
 __all__ = [
     "CACHE_LIMIT", "PARTS", "Attributes", "LoopRunner", "Source", "Statistics", "current_runner", "scope_attributes",
@@ -36,8 +37,10 @@ CACHE_LIMIT = 4096
 """The most entries a cache of attributes keeps before it starts afresh."""
 Attributes = dict[str, str | bool | int | float]
 """The attributes of one observation."""
-Statistics = RetrierStatistics | QuotaStatistics | LimiterStatistics | BreakerStatistics | BudgetStatistics
-"""What an observed object's ``statistics()`` returns."""
+Statistics = (
+    RetrierStatistics | QuotaStatistics | LimiterStatistics | BreakerStatistics | BudgetStatistics | TurnStatistics
+)
+"""What an observed object's ``statistics()`` returns, and the parts of a retrier's scopes (its callers' turns too)."""
 PARTS = (QuotaStatistics, LimiterStatistics, BreakerStatistics, BudgetStatistics)
 """The statistics of the parts a gauge reads (a retrier's are read scope by scope)."""
 
@@ -128,8 +131,9 @@ class Source:
                 lock.release()
         if isinstance(stats, RetrierStatistics):
             for scope in stats.scopes:
-                # A scope's budget, once the engine keeps one per scope (getattr: engines without it).
-                for part in (scope.quota, scope.limiter, scope.breaker, getattr(scope, "budget", None)):
+                # A scope's budget, once the engine keeps one per scope (getattr: engines without it); its
+                # callers' turns, once a call with a caller has waited there.
+                for part in (scope.quota, scope.limiter, scope.breaker, getattr(scope, "budget", None), scope.turns):
                     if part is not None:
                         yield {
                             **scope_attributes(part.name),

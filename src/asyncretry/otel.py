@@ -32,6 +32,8 @@ scope is an origin such as ``https://api.example:443``, the httpx transports' de
 * ``asyncretry.budget.available`` (gauge, ``{retry}``), observed objects: the retries the budget's window
   allows beyond those it holds (a retry is allowed while it is >= 1).
 * ``asyncretry.limiter.fill_rate`` (gauge, ``{attempt}/s``), observed objects, once the limiter limits.
+* ``asyncretry.turns.waiting`` (gauge, ``{call}``), observed retriers' and transports' scopes, once a call with
+  a caller has waited there: the calls waiting for their caller's turn (for its earlier calls) at the rate limits.
 * ``asyncretry.breaker.state`` (gauge, ``1``), observed objects: ``asyncretry.breaker.state``, 1 for the
   current state and 0 for the others.
 
@@ -90,6 +92,7 @@ from ._primitives._breaker import BreakerState, BreakerStatistics
 from ._primitives._budget import BudgetStatistics
 from ._primitives._limiter import LimiterStatistics
 from ._primitives._quota import QuotaStatistics
+from ._primitives._turns import TurnStatistics
 from ._validate import check_bool, check_instance, check_seconds
 
 __all__ = ["Instrumentation", "instrument"]
@@ -171,6 +174,10 @@ class _Meters:
             description="The adaptive rate limiter's fill rate, once a throttle made it limit.",
         )
         meter.create_observable_gauge(
+            "asyncretry.turns.waiting", [self._observe_turns], unit="{call}",
+            description="Calls waiting for an earlier call of their caller at the scope's rate limits.",
+        )
+        meter.create_observable_gauge(
             "asyncretry.breaker.state", [self._observe_breakers], unit="1",
             description="1 for the circuit breaker's current state, 0 for the others.",
         )
@@ -231,6 +238,9 @@ class _Meters:
 
     def _observe_limiters(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(s.fill_rate, a) for a, s in self._parts(options, LimiterStatistics) if s.enabled]
+
+    def _observe_turns(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.waiting, a) for a, s in self._parts(options, TurnStatistics)]
 
     def _observe_breakers(self, options: CallbackOptions) -> Iterable[Observation]:
         return [
@@ -324,7 +334,8 @@ class Instrumentation:
     def observe(
         self, target: object, *, attributes: dict[str, str | bool | int | float] | None = None
     ) -> Callable[[], None]:
-        """Report an object's live state in the gauges (quota available, limiter fill rate, breaker state).
+        """Report an object's live state in the gauges (quota available, limiter fill rate, calls waiting in
+        turn, breaker state).
 
         Call it from the event loop that uses the object (in an application's startup, say): metric
         readers collect from their own threads, and the object is then read on its loop's thread.
