@@ -23,7 +23,10 @@ heterogeneous (a quarter of the clients want 4x the fair share, the rest 0.5x, a
 profile, the ``"independent"`` and ``"fair"`` profiles, the SDK-exact ``"aws"`` profile, no limiter (standard
 mode) and a plain AIMD limiter (+1/s per second, x0.7 per congestion event); variants take settings after a
 colon (``fair:fair_exponent=0+fair_probe=4``, ``independent:share_exponent=0.5``, ``asyncretry:fair_count=6``)
-or leave rules of the default profile out (``asyncretry-without:RULE+RULE``). ``--light-floor F`` gives each
+or leave rules of the default profile out (``asyncretry-without:RULE+RULE``); ``asyncretry-start:W`` is the
+default profile sending at most W attempts beyond twice the answers until its first throttle (a start
+window, as TCP's slow start). ``--known-rate F`` puts a fixed rate limit of F times each limiter's share of
+R (burst one call) in front of it, as a service that knows its quota sets. ``--light-floor F`` gives each
 light client of a heterogeneous cell a limiter that never paces it below F times its demand (its
 ``min_fill_rate``, and ``fair_floor`` for the ``"fair"`` profile), as a service that knows its own steady
 rate can set. Cells fan out over processes (``--jobs``); time is virtual.
@@ -59,6 +62,8 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import anyio
 
@@ -113,6 +118,42 @@ class AimdController:
             self.fill_rate += max(now - self._last, 0.0)
         self._last = now
         self.max_capacity = max(0.1 * self.fill_rate, 1.0)
+
+
+class StartWindowLimiter(AdaptiveRateLimiter):
+    """The default profile behind a start window (TCP's slow start, counted in attempts): until the first
+    throttle enables the limiter, at most ``window`` attempts go out beyond twice the answers so far; from
+    then on, the limiter as it is. The benchmark's variant, to measure what sending freely until the first
+    throttle costs and saves."""
+
+    __slots__ = ("_answer", "_answers", "_sent", "_window")
+
+    def __init__(self, *args: Any, window: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._window = window
+        self._sent = self._answers = 0
+        self._answer = anyio.Event()
+
+    def _open(self) -> bool:
+        return self.enabled or self._sent < self._window + 2 * self._answers
+
+    def try_acquire(self) -> bool:
+        if not self._open():
+            return False
+        self._sent += not self.enabled
+        return super().try_acquire()
+
+    async def acquire(self, *, timeout: float | timedelta | None = None) -> None:
+        while not self._open():
+            await self._answer.wait()  # (no deadline: the benchmark's calls have none)
+        self._sent += not self.enabled
+        await super().acquire(timeout=timeout)
+
+    def update(self, throttled: bool, **kwargs: Any) -> None:
+        super().update(throttled, **kwargs)
+        self._answers += 1
+        self._answer.set()
+        self._answer = anyio.Event()
 
 
 LAYOUTS = ("independent", "shared", "callers")
@@ -254,7 +295,13 @@ def _recovery(served: Sequence[int], width: float, steps: Iterable[tuple[float, 
 
 
 async def _simulate(
-    cell: Cell, controller: str, seed: int, duration: float, light_floor: float = 0.0, grace: float = 0.0
+    cell: Cell,
+    controller: str,
+    seed: int,
+    duration: float,
+    light_floor: float = 0.0,
+    grace: float = 0.0,
+    known_rate: float = 0.0,
 ) -> Run:
     now = anyio.current_time
     start = now()
@@ -265,13 +312,16 @@ async def _simulate(
     seeds = random.Random(seed)
     policy = _policy(controller)
     n = cell.clients
+    if known_rate > 0.0:  # a fixed rate limit of F times the client's share of R, with a burst of one call
+        quota = known_rate * (cell.rate / n if cell.layout == "independent" else cell.rate)
+        policy = dataclasses.replace(policy, rate_limit=quota, rate_limit_burst=1.0)
     share = cell.rate / n
     successes = [0] * n
     attempts = throttles = 0
     demands = [4 * share if i < n // 4 else 0.5 * share for i in range(n)]
     retriers: list[Retrier] = []
     for index in range(n):
-        limiter = None
+        limiter: AdaptiveRateLimiter | None = None
         if retriers and cell.layout != "independent":
             retriers.append(retriers[0])  # one retrier, so one limiter, for every client's calls
             continue
@@ -280,7 +330,12 @@ async def _simulate(
             if light_floor > 0.0 and cell.demand == "mixed" and index >= n // 4:
                 floor = light_floor * demands[index]  # a light client's floor, F times its demand
                 config = dataclasses.replace(config, min_fill_rate=floor, fair_floor=floor)
-            limiter = AdaptiveRateLimiter(config, name=f"c{index}", rng=random.Random(seeds.random()).random)
+            rng = random.Random(seeds.random()).random
+            if controller.startswith("asyncretry-start:"):
+                window = int(controller.split(":", 1)[1])
+                limiter = StartWindowLimiter(config, name=f"c{index}", rng=rng, window=window)
+            else:
+                limiter = AdaptiveRateLimiter(config, name=f"c{index}", rng=rng)
             rules = _rules(controller)
             if controller == "aimd":
                 limiter._control = AimdController(start)  # the benchmark's own controller, for comparison
@@ -372,9 +427,9 @@ async def _simulate(
     )
 
 
-def _job(job: tuple[Cell, str, int, float, float, float]) -> tuple[Cell, str, int, Run]:
-    cell, controller, seed, duration, light_floor, grace = job
-    run = anyio.run(_simulate, cell, controller, seed, duration, light_floor, grace, backend="asyncio",
+def _job(job: tuple[Cell, str, int, float, float, float, float]) -> tuple[Cell, str, int, Run]:
+    cell, controller, seed, duration, light_floor, grace, known_rate = job
+    run = anyio.run(_simulate, cell, controller, seed, duration, light_floor, grace, known_rate, backend="asyncio",
                     backend_options={"loop_factory": virtual_time_loop})
     return cell, controller, seed, run
 
@@ -441,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated, from asyncretry, independent, fair, aws, none, aimd; PROFILE:KEY=VALUE+... "
         "(asyncretry, independent or fair with those settings); asyncretry-without:RULE+RULE (a variant of "
         f"the default profile without those rules: {', '.join(RULES)}); asyncretry-paced[:RULE+RULE]: the same "
-        "with no engine backoff after any throttle",
+        "with no engine backoff after any throttle; asyncretry-start:W: the default profile sending at most W "
+        "attempts beyond twice the answers until the first throttle",
     )
     parser.add_argument("--seeds", type=int, help="seeds per cell (default 8)")
     parser.add_argument("--duration", type=float, help="virtual seconds per run (default 60)")
@@ -455,10 +511,17 @@ def main(argv: list[str] | None = None) -> int:
         help="heterogeneous demand: measure a small client against the calls it asked for at least S seconds "
         "before the end of the run, served by the end (default 0: every call it asked for)",
     )
+    parser.add_argument(
+        "--known-rate", type=float, default=0.0, metavar="F",
+        help="a fixed rate limit of F times R in front of each limiter (F times R/N per client with a limiter per "
+        "client), with a burst of one call, as a service that knows its quota sets (default 0: none)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     args = parser.parse_args(argv)
     if not (args.light_floor >= 0.0 and math.isfinite(args.light_floor)):
         parser.error(f"--light-floor must be a finite number >= 0, got {args.light_floor}")
+    if not (args.known_rate >= 0.0 and math.isfinite(args.known_rate)):
+        parser.error(f"--known-rate must be a finite number >= 0, got {args.known_rate}")
     if not (args.grace >= 0.0 and math.isfinite(args.grace)):
         parser.error(f"--grace must be a finite number of seconds >= 0, got {args.grace}")
     layouts = args.layouts.split(",")
@@ -476,7 +539,12 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds or int(base["seeds"])  # type: ignore[call-overload]
     duration = args.duration or float(base["duration"])  # type: ignore[arg-type]
     controllers = args.controllers.split(",")
-    jobs = [(c, k, s, duration, args.light_floor, args.grace) for c in cells for k in controllers for s in range(seeds)]
+    for controller in controllers:
+        window = controller.split(":", 1)[1] if controller.startswith("asyncretry-start:") else "1"
+        if not (window.isdigit() and int(window) >= 1):
+            parser.error(f"asyncretry-start:W takes a whole number of attempts W >= 1, got {controller!r}")
+    jobs = [(c, k, s, duration, args.light_floor, args.grace, args.known_rate)
+            for c in cells for k in controllers for s in range(seeds)]
     # The biggest runs first, so that the pool does not end on one long run.
     jobs.sort(key=lambda j: -j[0].rate * (1 + (j[1] == "none") * 2))
     began = time.perf_counter()
@@ -486,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({args.jobs} processes); medians over {seeds} seeds, worst seed in brackets")
     if args.light_floor > 0.0:
         print(f"light clients' limiters never below {args.light_floor:g} times their demand")
+    if args.known_rate > 0.0:
+        print(f"a fixed rate limit of {args.known_rate:g} times each limiter's share of R, burst 1, in front of it")
     if args.grace > 0.0:
         print(f"small: the calls asked for at least {args.grace:g} s before the end of the run")
     reach = {cell: cell_frontier(cell, duration) for cell in cells}
