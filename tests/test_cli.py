@@ -116,6 +116,9 @@ def test_no_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
         (["simulate", "--hedge", "p100"], "argument --hedge: expected seconds (> 0 and <= 60) or a percentile"),
         (["simulate", "--hedge", "0"], "argument --hedge: must be a number > 0 and <= 60 s, got 0"),
         (["simulate", "--slow", "2"], "argument --slow: must be a number >= 0 and <= 1, got 2"),
+        (["simulate", "--rate-limit", "0"], "argument --rate-limit: must be a number > 0 and <= 100000, got 0"),
+        (["simulate", "--rate-limit", "fast"],
+         "argument --rate-limit: expected a number > 0 and <= 100000, got 'fast'"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_argument(
@@ -332,6 +335,27 @@ def test_simulate_compares_hedged_twins_against_a_slow_tail(capsys: pytest.Captu
     assert list(rows)[:3] == ["no retries", "standard", "standard + hedging"]  # "no retries" has none to spare
     assert "400ms" in rows["standard"]
     assert "40ms" in rows["standard + hedging"]  # a tenth of the p99 without hedging
+
+
+def test_simulate_runs_each_configuration_behind_a_known_quota(
+    capsys: pytest.CaptureFixture[str], width: int
+) -> None:
+    """--rate-limit adds, after each configuration, its twin behind a fixed rate limit at the server's 100/s
+    (burst one call): with twice that demand, standard mode is throttled and the twin never is, one send per
+    request, served at the quota."""
+    status, out, _ = run(
+        capsys, "simulate", "--scenario", "steady", "--duration", "10", "--clients", "50", "--rate", "4",
+        "--transient", "0", "--configs", "standard", "--rate-limit", "100",
+    )
+    assert status == 0
+    assert_fits(out, width)
+    table = out[out.index("configuration"):]
+    standard, limited = row(table, "standard "), row(table, "standard @ 100/s")
+    assert table.index("standard @ 100/s") > table.index("standard ")
+    assert standard[4] != "0%"  # 429s
+    assert limited[4] == "0%"
+    assert limited[5] == "1.00x"  # sends/req
+    assert float(limited[2]) >= 99.0  # ok/s: the quota's
 
 
 # --- the demo's parts

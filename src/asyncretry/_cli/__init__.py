@@ -197,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="also run each configuration that retries with hedged requests: a second send after "
                           "SECONDS without an answer, or after the NN-th percentile of recent latencies (p90); "
                           "at most 10%% extra requests")
+    simulate.add_argument("--rate-limit", type=number(0.0, 100_000, low_open=True), metavar="RATE",
+                          help="also run each configuration behind a fixed rate limit of RATE requests/s with a "
+                          "burst of one call (per client with --layout independent), as a service that knows its "
+                          "quota sets")
     simulate.add_argument("--layout", choices=_LAYOUTS, default="shared",
                           help="shared: the clients share one retrying transport (one limiter); independent: "
                           "one each, like separate processes")

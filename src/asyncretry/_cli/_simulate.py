@@ -28,7 +28,7 @@ from ._report import COLUMNS_NOTE, failure_lines, live_progress, plot_runs, resu
 from ._server import DemoServer, demo_scenario
 from ._workload import Configuration, RunResult, Tally, Workload, configurations, run_configuration
 
-__all__ = ["run", "scenario_from"]
+__all__ = ["hedged", "rate_limited", "run", "scenario_from"]
 
 _DEFAULT_DURATION = 120.0
 
@@ -77,6 +77,20 @@ def hedged(configs: list[Configuration], hedge: tuple[str, float], latency: floa
     return result
 
 
+def rate_limited(configs: list[Configuration], rate: float, layout: str) -> list[Configuration]:
+    """Each configuration, and after it its twin behind a fixed rate limit of ``rate`` per second with a burst
+    of one call (``--rate-limit``): a known quota in front of the client."""
+    per = "client" if layout == "independent" else "transport"
+    result: list[Configuration] = []
+    for c in configs:
+        result.append(c)
+        result.append(Configuration(
+            f"{c.name} @ {rate:g}/s", c.policy.replace(rate_limit=rate, rate_limit_burst=1.0),
+            f"{c.description}; at most {rate:g} requests/s per {per} (a known quota, a burst of one call)",
+        ))
+    return result
+
+
 async def _simulate(
     configuration: Configuration, workload: Workload, scenario: Scenario, latency: float, transient: float,
     on_tick: Callable[[Tally], None], slow: float = 0.0,
@@ -99,6 +113,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     scenario = scenario_from(args, workload.demand)
     workload = dataclasses.replace(workload, duration=scenario.duration)
     configs = configurations(args.configs, profiles=args.profile, breaker=args.breaker)
+    if args.rate_limit is not None:
+        configs = rate_limited(configs, args.rate_limit, args.layout)
     if args.hedge is not None:
         configs = hedged(configs, args.hedge, args.latency)
     probe = DemoServer(scenario, latency=args.latency, transient=args.transient, slow=args.slow)
