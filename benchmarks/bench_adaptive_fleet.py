@@ -156,6 +156,20 @@ class StartWindowLimiter(AdaptiveRateLimiter):
         self._answer = anyio.Event()
 
 
+def _start_window(controller: str) -> int | None:
+    """W of a variant named ``asyncretry-start:W``; ``None`` for the other controllers.
+
+    Raises:
+        ValueError: W is not a whole number >= 1.
+    """
+    if not controller.startswith("asyncretry-start:"):
+        return None
+    window = controller.split(":", 1)[1]
+    if not (window.isdigit() and int(window) >= 1):
+        raise ValueError(f"asyncretry-start:W takes a whole number of attempts W >= 1, got {controller!r}")
+    return int(window)
+
+
 LAYOUTS = ("independent", "shared", "callers")
 
 
@@ -331,8 +345,8 @@ async def _simulate(
                 floor = light_floor * demands[index]  # a light client's floor, F times its demand
                 config = dataclasses.replace(config, min_fill_rate=floor, fair_floor=floor)
             rng = random.Random(seeds.random()).random
-            if controller.startswith("asyncretry-start:"):
-                window = int(controller.split(":", 1)[1])
+            window = _start_window(controller)
+            if window is not None:
                 limiter = StartWindowLimiter(config, name=f"c{index}", rng=rng, window=window)
             else:
                 limiter = AdaptiveRateLimiter(config, name=f"c{index}", rng=rng)
@@ -540,9 +554,10 @@ def main(argv: list[str] | None = None) -> int:
     duration = args.duration or float(base["duration"])  # type: ignore[arg-type]
     controllers = args.controllers.split(",")
     for controller in controllers:
-        window = controller.split(":", 1)[1] if controller.startswith("asyncretry-start:") else "1"
-        if not (window.isdigit() and int(window) >= 1):
-            parser.error(f"asyncretry-start:W takes a whole number of attempts W >= 1, got {controller!r}")
+        try:
+            _start_window(controller)
+        except ValueError as error:
+            parser.error(str(error))
     jobs = [(c, k, s, duration, args.light_floor, args.grace, args.known_rate)
             for c in cells for k in controllers for s in range(seeds)]
     # The biggest runs first, so that the pool does not end on one long run.

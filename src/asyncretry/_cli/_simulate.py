@@ -28,7 +28,7 @@ from ._report import COLUMNS_NOTE, failure_lines, live_progress, plot_runs, resu
 from ._server import DemoServer, demo_scenario
 from ._workload import Configuration, RunResult, Tally, Workload, configurations, run_configuration
 
-__all__ = ["hedged", "rate_limited", "run", "scenario_from"]
+__all__ = ["run", "scenario_from"]
 
 _DEFAULT_DURATION = 120.0
 
