@@ -67,7 +67,7 @@ from typing import Any
 
 import anyio
 
-from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter, Retrier, RetryPolicy
+from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter, LimiterRule, Retrier, RetryPolicy
 from asyncretry._primitives._adaptive import RULES, AsyncretryRateController
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.testing import virtual_time_loop
@@ -95,6 +95,7 @@ class AimdController:
         self.last_max_rate = 0.0
         self.last_throttle_time = start
         self.answers_backoff = False
+        self.rule: LimiterRule | None = None  # named as the "fair" profile's steps, the same shape
         self._last = start
         self._answers: list[float] = []
 
@@ -114,8 +115,10 @@ class AimdController:
             self.last_max_rate = self.fill_rate
             self.fill_rate = max(0.7 * self.fill_rate, 0.5)
             self.last_throttle_time = now
+            self.rule = "decrease"
         elif not failed and self.enabled:
             self.fill_rate += max(now - self._last, 0.0)
+            self.rule = "increase"
         self._last = now
         self.max_capacity = max(0.1 * self.fill_rate, 1.0)
 

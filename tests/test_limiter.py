@@ -100,6 +100,7 @@ def test_before_any_throttle_the_limiter_is_disabled_at_the_minimum_rate() -> No
         wait_time=0.0,
         timeouts=0,
         waiting=0,
+        rule=None,
     )
     assert limiter.config == AWS
 

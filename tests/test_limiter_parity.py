@@ -31,7 +31,7 @@ from asyncretry._primitives import _adaptive, _adaptive_rules
 from asyncretry._primitives._adaptive import AsyncretryRateController
 from asyncretry._primitives._cubic import AwsRateController
 from asyncretry._primitives._limiter_config import as_seconds
-from asyncretry.redis._scripts import DEFAULT_RULES, LIMITER, LIMITER_ASYNCRETRY
+from asyncretry.redis._limiter_scripts import DEFAULT_RULES, LIMITER, LIMITER_ASYNCRETRY, SCRIPT_RULES
 from asyncretry.redis._values import fmt
 from conftest_redis import RedisServer
 
@@ -194,7 +194,15 @@ def _aws_mismatches(client: redis.Redis, source: str = LIMITER.source) -> list[s
         for name, value in lua.items():
             if float(getattr(python, name)) != pytest.approx(value, rel=1e-9, abs=1e-9):
                 found.append(f"at {event.at - T0:.3f} s: {name} Python {getattr(python, name)}, Lua {value}")
+        found += _rule_mismatch(event, python.rule, reply)
     return found
+
+
+def _rule_mismatch(event: Event, python: str | None, reply: list[float]) -> list[str]:
+    """The rule that last set the rate, in Python and in the script's reply (an index into SCRIPT_RULES)."""
+    index = int(reply[13])
+    lua = SCRIPT_RULES[index - 1] if index > 0 else None
+    return [] if python == lua else [f"at {event.at - T0:.3f} s: rule Python {python}, Lua {lua}"]
 
 
 def _default_mismatches(client: redis.Redis, events: list[Event], source: str = LIMITER_ASYNCRETRY.source) -> list[str]:
@@ -218,6 +226,7 @@ def _default_mismatches(client: redis.Redis, events: list[Event], source: str = 
         for name, value in lua.items():
             if not math.isclose(float(getattr(python, name)), value, rel_tol=1e-9, abs_tol=1e-9):
                 found.append(f"at {event.at - T0:.3f} s: {name} Python {getattr(python, name)}, Lua {value}")
+        found += _rule_mismatch(event, python.rule, reply)
     return found
 
 
@@ -260,7 +269,8 @@ def test_a_formula_changed_in_lua_alone_fails_the_comparison(client: redis.Redis
     ("old", "new"),
     [
         ("v.tok = math.min(v.tok, v.cap)\nend", "v.tok = math.min(v.tok, v.cap)\nend\nv.fill = v.fill * 1.001"),
-        ("apply(math.min(use * beta, growth * v.mr))", "apply(math.min(use * 0.75, growth * v.mr))"),
+        ("apply(math.min(use * beta, growth * v.mr)", "apply(math.min(use * 0.75, growth * v.mr)"),
+        ("growth * v.mr), 'cubic_success')", "growth * v.mr), 'cubic_throttle')"),
     ],
 )
 def test_a_rule_changed_in_the_aws_script_alone_fails_the_comparison(client: redis.Redis, old: str, new: str) -> None:
@@ -274,7 +284,9 @@ def test_a_rule_changed_in_the_aws_script_alone_fails_the_comparison(client: red
     [
         ("if v.en == 0 then dec = now end", "dec = now", "start-up, echoes, recovery and probe"),
         ("if v.ft >= 2 then", "if v.ft >= 3 then", "a second fresh throttle cuts again"),
-        ("  restart(base, repeat_dec, quick)", "  restart(base, util, quick)", "slow traffic"),
+        ("  restart(base, repeat_dec, quick,", "  restart(base, util, quick,", "slow traffic"),
+        ("if now - v.dec < v.rec then rule = 'recovery' end", "", "start-up, echoes, recovery and probe"),
+        ("quick, 'repeat_cut')", "quick, 'measure')", "a second fresh throttle cuts again"),
     ],
 )
 def test_a_rule_changed_in_the_default_script_alone_fails_the_comparison(

@@ -214,7 +214,8 @@ def test_a_breaker_warns_when_it_opens_and_informs_when_it_recovers(old: str, ne
 def test_a_limiter_rate_cut_is_info_and_its_growth_debug(old: float, new: float, throttled: bool, level: int) -> None:
     """A throttle cutting the adaptive rate is INFO; CUBIC's growth between throttles is DEBUG."""
     event = LimiterRateChanged(
-        time=0.0, source="s", old_rate=old, new_rate=new, measured_rate=1.0, throttled=throttled, enabled=True
+        time=0.0, source="s", old_rate=old, new_rate=new, measured_rate=1.0, throttled=throttled, enabled=True,
+        rule="restart_below_capacity" if throttled else "recovery",
     )
     assert event.log_level == level
 
@@ -239,7 +240,7 @@ def test_no_event_is_logged_above_its_class_level(
             time=0.0, source="s", old_state=BreakerState.CLOSED, new_state=BreakerState(new_state), reason="r"
         ),
         LimiterRateChanged(time=0.0, source="s", old_rate=rates[0], new_rate=rates[1], measured_rate=1.0,
-                           throttled=throttled, enabled=True),
+                           throttled=throttled, enabled=True, rule="cubic_throttle" if throttled else "cubic_success"),
     ]
     for event in events:
         assert event.log_level <= type(event).level

@@ -25,7 +25,8 @@ from asyncretry import AdaptiveLimiterConfig, Retrier, RetryPolicy
 from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
-from asyncretry.redis._scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK, Script
+from asyncretry.redis._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
+from asyncretry.redis._scripts import Script
 from asyncretry.redis._values import fmt
 from conftest_redis import RedisServer
 
@@ -430,3 +431,34 @@ def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
             assert now_accrued >= accrued
             accrued = now_accrued
         client.delete(key)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("profile", "cut", "later"), [("asyncretry", "start_up", "measure"), ("aws", "cubic_throttle", "cubic_throttle")]
+)
+async def test_a_fleet_state_stored_without_its_rule_reads_as_none_until_a_rule_sets_the_rate(
+    backends: list[VirtualTimeBackend], prefix: str, profile: str, cut: str, later: str
+) -> None:
+    """A state stored without the rule that last set its rate (by an older version of the scripts, still
+    running in a fleet during an upgrade) names no rule, and the next change of the rate names its own: for
+    the default profile, a fresh throttle with nothing served since the start-up is a plain decrease."""
+    config = AdaptiveLimiterConfig(profile=profile)
+    first, second = (RedisAdaptiveRateLimiter(backend, name="api", config=config) for backend in backends[:2])
+    for _ in range(20):
+        await first.acquire()
+        first.update(False, sent_at=DEFAULT_CLOCK.now())
+        await anyio.sleep(0.01)
+    first.update(True, sent_at=DEFAULT_CLOCK.now())
+    assert (await first.refresh()).rule == cut
+    client = backends[0]._sync
+    [key] = client.keys(f"{prefix}*")
+    assert client.hdel(key, "ru") == 1
+    assert (await second.refresh()).rule is None
+    await anyio.sleep(0.5)  # beyond reaction_time: a new congestion event
+    await second.acquire()
+    second.update(True, sent_at=DEFAULT_CLOCK.now())
+    stats = await second.refresh()
+    assert stats.rule is not None
+    assert stats.rule == later
+    assert client.hget(key, "ru") is not None

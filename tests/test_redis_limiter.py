@@ -131,26 +131,45 @@ async def test_a_wait_beyond_the_timeout_fails_and_a_cancelled_wait_hands_its_to
 
 
 @pytest.mark.anyio
-async def test_throttles_and_rate_changes_are_announced(redis_server: RedisServer, prefix: str) -> None:
-    """update(True) emits Throttled at once; the round trip that changed the fleet's rate emits LimiterRateChanged."""
+@pytest.mark.parametrize(
+    ("profile", "cut", "growth"),
+    [("asyncretry", "start_up", ("recovery", "probe")), ("aws", "cubic_throttle", ("cubic_success",))],
+)
+async def test_throttles_and_rate_changes_are_announced_with_the_fleets_rule(
+    redis_server: RedisServer, prefix: str, profile: str, cut: str, growth: tuple[str, ...]
+) -> None:
+    """update(True) emits Throttled at once; the round trip that changed the fleet's rate emits LimiterRateChanged
+    naming the rule that set it, and every process's statistics name the fleet's last rule after its next sync."""
     seen: list[str] = []
     bus = EventBus()
 
     def record(event: Event) -> None:
-        if isinstance(event, (Throttled, LimiterRateChanged)):
-            seen.append(type(event).__name__)
+        if isinstance(event, Throttled):
+            seen.append("Throttled")
+        elif isinstance(event, LimiterRateChanged):
+            seen.append(f"LimiterRateChanged {event.rule}")
 
     bus.subscribe(record)
-    async with redis_server.backend(prefix) as backend:
-        limiter = RedisAdaptiveRateLimiter(backend, name="events", events=bus)
+    config = AdaptiveLimiterConfig(profile=profile)
+    async with fleet(redis_server, prefix, config=config, events=bus) as (limiter, other):
         for _ in range(5):
             await limiter.acquire()
             limiter.update(False)
             await anyio.sleep(0.12)
+        seen.clear()  # the "aws" profile's successes move its rate too
         limiter.update(True, reason="HTTP 429")
         assert seen == ["Throttled"]
         await limiter.acquire()
-    assert seen[-1] == "LimiterRateChanged"
+        assert seen[-1] == f"LimiterRateChanged {cut}"
+        assert limiter.statistics().rule == cut
+        await other.refresh()
+        assert other.statistics().rule == cut
+        await anyio.sleep(0.12)
+        await other.acquire()
+        other.update(False)
+        await other.refresh()
+        assert seen[-1] in [f"LimiterRateChanged {rule}" for rule in growth]  # the probe, on a loaded machine
+        assert other.statistics().rule == seen[-1].split()[-1]
 
 
 def test_both_profiles_run_on_redis_and_it_is_a_remote_limiter(redis_server: RedisServer) -> None:

@@ -25,6 +25,7 @@ from ._events import EventBus as EventBus
 from ._events import GaveUp as GaveUp
 from ._events import HedgeSent as HedgeSent
 from ._events import LimiterRateChanged as LimiterRateChanged
+from ._events import LimiterRule as LimiterRule
 from ._events import Listener as Listener
 from ._events import QuotaExhausted as QuotaExhausted
 from ._events import QuotaRestored as QuotaRestored
@@ -181,6 +182,7 @@ __all__ = [
     "Judge",
     "Label",
     "LimiterRateChanged",
+    "LimiterRule",
     "LimiterStatistics",
     "LinearBackoff",
     "Listener",

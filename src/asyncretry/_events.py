@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ._breaker_state import BreakerState
 
@@ -44,6 +44,7 @@ __all__ = [
     "HedgeSent",
     "Listener",
     "LimiterRateChanged",
+    "LimiterRule",
     "QuotaExhausted",
     "QuotaRestored",
     "RetryScheduled",
@@ -273,6 +274,36 @@ class Throttled(Event):
     reason: str
 
 
+LimiterRule = Literal[
+    "start_up",
+    "repeat_cut",
+    "measure",
+    "fleet_event_rate",
+    "few_successes",
+    "restart_below_capacity",
+    "outage",
+    "recovery",
+    "probe",
+    "fleet_climb",
+    "start_from_served",
+    "decrease",
+    "increase",
+    "cubic_throttle",
+    "cubic_success",
+]
+"""The rule of an adaptive profile that set the limiter's fill rate (:attr:`LimiterRateChanged.rule`).
+
+* ``"asyncretry"`` and ``"independent"``: a throttle's step that decided (``start_up``, ``repeat_cut``,
+  ``measure``, ``fleet_event_rate``, ``few_successes``, ``restart_below_capacity``), ``outage`` at the
+  start and at the end of an outage, and the growth between events: ``recovery`` back to the estimate,
+  ``probe`` above it, ``fleet_climb`` for a fleet client.
+* ``"fair"``: ``start_from_served``, ``decrease`` and ``increase``.
+* ``"aws"``: ``cubic_throttle`` and ``cubic_success``.
+
+The table in the observability guide says what each means.
+"""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LimiterRateChanged(Event):
     """The adaptive limiter's fill rate changed (requests per second).
@@ -286,6 +317,8 @@ class LimiterRateChanged(Event):
         measured_rate: the smoothed send rate, requests per second.
         throttled: whether a throttle caused the change.
         enabled: whether the limiter limits (it does from the first throttle on).
+        rule: the rule that set the new rate (:data:`LimiterRule`); for a limiter shared through Redis,
+            the last one that set it in the round trip that reported the change.
     """
 
     level: ClassVar[int] = logging.INFO
@@ -295,6 +328,7 @@ class LimiterRateChanged(Event):
     measured_rate: float
     throttled: bool
     enabled: bool
+    rule: LimiterRule
 
     @property
     def log_level(self) -> int:

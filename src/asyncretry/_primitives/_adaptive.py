@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .._events import LimiterRule
 from ._adaptive_rules import (
     INDEPENDENT_RULES,
     RULES,
@@ -130,6 +131,7 @@ class AsyncretryRateController:
         "fill_rate",
         "last_max_rate",
         "max_capacity",
+        "rule",
     )
 
     def __init__(self, config: AdaptiveLimiterConfig, start: float, *, rules: Iterable[str] = RULES) -> None:
@@ -186,6 +188,8 @@ class AsyncretryRateController:
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
         self.last_max_rate = 0.0
+        # The rule that last set the fill rate; None before any did.
+        self.rule: LimiterRule | None = None
 
     @property
     def rules(self) -> frozenset[str]:
@@ -262,7 +266,7 @@ class AsyncretryRateController:
         if self._outage:
             self._outage = False
             config = self._config
-            self._restart(now, self._before_outage, config.utilization, config.quick_recovery_time)
+            self._restart(now, self._before_outage, config.utilization, config.quick_recovery_time, "outage")
             self._resumed = True
         else:
             self._grow(now)
@@ -311,7 +315,7 @@ class AsyncretryRateController:
                 repeat_decrease=config.repeat_decrease,
                 min_repeat_decrease=config.min_repeat_decrease,
             )
-            self._restart(event.now, self.fill_rate, cut, config.quick_recovery_time)
+            self._restart(event.now, self.fill_rate, cut, config.quick_recovery_time, "repeat_cut")
         # One alone: right after a decrease the server's bucket is still empty, bad luck maybe.
         return True
 
@@ -327,7 +331,7 @@ class AsyncretryRateController:
         if event.capacity <= 0.0:
             # Nothing served since the reference, but too little sent to call it an outage (a client
             # back from a long backoff): a plain decrease.
-            self._restart(event.now, self.fill_rate, config.repeat_decrease, config.quick_recovery_time)
+            self._restart(event.now, self.fill_rate, config.repeat_decrease, config.quick_recovery_time, "measure")
             return True
         if event.new_episode:
             self._before_outage = event.capacity
@@ -349,7 +353,7 @@ class AsyncretryRateController:
         rate = fleet.rate(event.now)
         if rate <= 0.0:
             return False
-        self._restart(event.now, rate, 1.0, config.recovery_time)
+        self._restart(event.now, rate, 1.0, config.recovery_time, "fleet_event_rate")
         return True
 
     def _step_few_successes(self, event: _Throttle) -> bool:
@@ -358,13 +362,15 @@ class AsyncretryRateController:
         config = self._config
         if self._evidence >= config.fair_count:
             return False
-        self._restart(event.now, config.repeat_decrease * self.fill_rate, 1.0, config.recovery_time)
+        self._restart(event.now, config.repeat_decrease * self.fill_rate, 1.0, config.recovery_time, "few_successes")
         return True
 
     def _step_restart_below_capacity(self, event: _Throttle) -> bool:
         """Restart at ``utilization`` of the measured capacity, held as long as the estimate has held."""
         capacity = event.capacity
-        self._restart(event.now, capacity, self._config.utilization, self._recovery_after(capacity))
+        self._restart(
+            event.now, capacity, self._config.utilization, self._recovery_after(capacity), "restart_below_capacity"
+        )
         return True
 
     # --- what the steps share
@@ -423,7 +429,7 @@ class AsyncretryRateController:
         self.enabled = True
         self._starting = True
         self._before_outage = served
-        self._restart(now, served, config.repeat_decrease, config.quick_recovery_time)
+        self._restart(now, served, config.repeat_decrease, config.quick_recovery_time, "start_up")
         self._decreased_at = decreased_at  # echoes of the same round trip do not move the event
         self._after_start = True
 
@@ -466,8 +472,10 @@ class AsyncretryRateController:
         self._evidence = max(counted, self._good.rate(now, window) * window, predicted)
         return min(capacity, self.fill_rate)
 
-    def _restart(self, now: float, capacity: float, fraction: float, recovery: float | timedelta) -> None:
-        """Decrease to ``fraction`` of ``capacity`` and recover towards it ."""
+    def _restart(
+        self, now: float, capacity: float, fraction: float, recovery: float | timedelta, rule: LimiterRule
+    ) -> None:
+        """Decrease to ``fraction`` of ``capacity`` and recover towards it (``rule`` decided)."""
         self.last_max_rate = capacity
         self._decreased_at = now
         self._fresh_successes = self._fresh_throttles = 0
@@ -480,7 +488,7 @@ class AsyncretryRateController:
                 max(capacity, config.min_fill_rate), reference=config.share_reference, exponent=config.share_exponent
             )
         self._recovery = as_seconds(recovery) * self._stretch
-        self._set(fraction * capacity)
+        self._set(fraction * capacity, rule)
 
     def _enter_outage(self, now: float) -> None:
         """Nothing served: probe slowly, remembering the capacity from before (``outage``)."""
@@ -488,7 +496,7 @@ class AsyncretryRateController:
         self._fleet.active = False
         self._decreased_at = now
         self._after_start = False
-        self._set(self._config.outage_probe * self._before_outage)
+        self._set(self._config.outage_probe * self._before_outage, "outage")
 
     def _grow(self, now: float) -> None:
         """Concave recovery to the capacity, then an exponential probe above it ."""
@@ -498,7 +506,7 @@ class AsyncretryRateController:
             # A fleet client: its events set the rate (``fleet_event_rate``) over a climbing floor (``fleet_climb``).
             ceiling = config.max_rate_growth * self._responses.rate(now, self._window)
             fleet.climb(now, since_cut=now - self._decreased_at, ceiling=ceiling)
-            self._set(fleet.rate(now))
+            self._set(fleet.rate(now), "fleet_climb")
             return
         capacity = max(self.last_max_rate, config.min_fill_rate)
         elapsed = now - self._decreased_at
@@ -525,11 +533,13 @@ class AsyncretryRateController:
                 step=step,
                 sending=sending,
                 max_rate_growth=config.max_rate_growth,
-            )
+            ),
+            "recovery" if elapsed < recovery else "probe",
         )
 
-    def _set(self, rate: float) -> None:
+    def _set(self, rate: float, rule: LimiterRule) -> None:
         config = self._config
+        self.rule = rule
         rate = max(rate, config.min_fill_rate)
         self.fill_rate = rate
         self.max_capacity = max(rate * self._burst, config.min_capacity)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from .._events import LimiterRule
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import SendRateMeter
 
@@ -102,7 +103,7 @@ class AwsRateController:
     """
 
     __slots__ = (
-        "_cubic", "_growth", "_meter", "_min_capacity", "_min_fill", "enabled", "fill_rate", "max_capacity"
+        "_cubic", "_growth", "_meter", "_min_capacity", "_min_fill", "enabled", "fill_rate", "max_capacity", "rule"
     )
 
     def __init__(self, config: AdaptiveLimiterConfig, start: float) -> None:
@@ -122,6 +123,8 @@ class AwsRateController:
         # botocore's bucket starts at max_rate 1: until the first throttle it fills at 1/s.
         self.fill_rate = max(1.0, config.min_fill_rate)
         self.max_capacity = config.min_capacity
+        # The rule that last set the fill rate; None before any did.
+        self.rule: LimiterRule | None = None
 
     @property
     def measured_rate(self) -> float:
@@ -152,8 +155,10 @@ class AwsRateController:
             rate_to_use = min(measured, self.fill_rate) if self.enabled else measured
             calculated = self._cubic.throttle(rate_to_use, now)
             self.enabled = True
+            self.rule = "cubic_throttle"
         else:
             calculated = self._cubic.success(now)
+            self.rule = "cubic_success"
         new_rate = min(calculated, self._growth * measured)
         self.fill_rate = max(new_rate, self._min_fill)
         self.max_capacity = max(new_rate, self._min_capacity)

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from .._events import LimiterRule
 from ._adaptive_rules import chosen_steps, fair_decrease, fair_increase, start_rate
 from ._limiter_config import AdaptiveLimiterConfig, as_seconds
 from ._meters import RoundTrip, SlidingCounter
@@ -91,6 +92,7 @@ class FairRateController:
         "fill_rate",
         "last_max_rate",
         "max_capacity",
+        "rule",
     )
 
     def __init__(self, config: AdaptiveLimiterConfig, start: float, *, rules: Iterable[str] = FAIR_RULES) -> None:
@@ -110,6 +112,8 @@ class FairRateController:
         self.fill_rate = config.min_fill_rate
         self.max_capacity = config.min_capacity
         self.last_max_rate = 0.0
+        # The rule that last set the fill rate; None before any did.
+        self.rule: LimiterRule | None = None
 
     @property
     def rules(self) -> frozenset[str]:
@@ -152,7 +156,7 @@ class FairRateController:
             # The rest of the first round trip's answers: a better start, never a lower one.
             if not (throttled or failed):
                 self._good.add(now)
-            self._set(max(self.fill_rate, self._start_estimate(now)))
+            self._set(max(self.fill_rate, self._start_estimate(now)), "start_from_served")
             self._last = now
             return
         if throttled:
@@ -184,7 +188,8 @@ class FairRateController:
                 probe=probe,
                 exponent=config.fair_exponent,
                 ceiling=config.max_rate_growth * max(self._sending(now), 1.0 / self._window),
-            )
+            ),
+            "increase",
         )
 
     # --- the throttle's steps, in the order of FAIR_THROTTLE_STEPS: True when the step decided
@@ -195,7 +200,7 @@ class FairRateController:
             return False
         self.enabled = self._starting = True
         self._decreased_at = event.now
-        self._set(self._start_estimate(event.now))
+        self._set(self._start_estimate(event.now), "start_from_served")
         self.last_max_rate = self.fill_rate
         return True
 
@@ -221,7 +226,8 @@ class FairRateController:
         self._set(
             fair_decrease(
                 self.fill_rate, self._sending(event.now), beta=config.fair_decrease, floor=config.fair_floor
-            )
+            ),
+            "decrease",
         )
         return True
 
@@ -229,8 +235,9 @@ class FairRateController:
         """Answers per second lately: over the last window, or since the first answer if that is shorter."""
         return self._answers.rate(now, min(self._window, max(now - self._first, self._rtt.value, self._window / 20)))
 
-    def _set(self, rate: float) -> None:
+    def _set(self, rate: float, rule: LimiterRule) -> None:
         config = self._config
+        self.rule = rule
         rate = max(rate, config.fair_floor)
         self.fill_rate = rate
         self.max_capacity = max(rate * as_seconds(config.burst), config.min_capacity)

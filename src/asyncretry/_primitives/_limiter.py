@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
-from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
+from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, LimiterRule, Throttled
 from .._exceptions import RateLimitTimeout
 from .._validate import check_callable, check_clock, check_instance, check_seconds, check_str
 from ._bucket import TokenBucket
@@ -59,6 +59,8 @@ class LimiterStatistics:
         wait_time: the total time those waits took, seconds.
         timeouts: acquires refused with :class:`~asyncretry.RateLimitTimeout`.
         waiting: acquires waiting in line right now.
+        rule: the rule of the profile that last set the fill rate (:data:`~asyncretry.LimiterRule`);
+            ``None`` before any did.
     """
 
     name: str
@@ -76,6 +78,7 @@ class LimiterStatistics:
     wait_time: float
     timeouts: int
     waiting: int
+    rule: LimiterRule | None
 
 
 class AdaptiveRateLimiter:
@@ -317,7 +320,8 @@ class AdaptiveRateLimiter:
             # The rate setter first refills at the old rate, so the order matters (SPEC step 3).
             self._bucket.rate = new_rate
             self._bucket.capacity = control.max_capacity
-        if new_rate != old_rate and self._events.wants(LimiterRateChanged):
+        rule = control.rule  # set whenever the fill rate is
+        if new_rate != old_rate and rule is not None and self._events.wants(LimiterRateChanged):
             self._events.emit(
                 LimiterRateChanged(
                     time=now,
@@ -327,6 +331,7 @@ class AdaptiveRateLimiter:
                     measured_rate=control.measured_rate,
                     throttled=throttled,
                     enabled=control.enabled,
+                    rule=rule,
                 )
             )
 
@@ -354,6 +359,7 @@ class AdaptiveRateLimiter:
             wait_time=self._wait_time,
             timeouts=self._timeouts,
             waiting=bucket.waiting,
+            rule=control.rule,
         )
 
     def __repr__(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from .._events import LimiterRule
 from ._adaptive import INDEPENDENT_RULES, AsyncretryRateController
 from ._cubic import AwsRateController
 from ._fair import FairRateController
@@ -17,8 +18,9 @@ class RateController(Protocol):
     """What :class:`~asyncretry.AdaptiveRateLimiter` needs from a profile: a synchronous state machine.
 
     ``update()`` is told the time and whether the response was a throttle, and leaves the new
-    ``fill_rate`` / ``max_capacity`` for the limiter to apply to its token bucket; ``answers_backoff``
-    then says whether the retry engine may skip its throttling backoff after that throttle.
+    ``fill_rate`` / ``max_capacity`` for the limiter to apply to its token bucket, and ``rule``, the rule
+    that last set the fill rate (``None`` before any did); ``answers_backoff`` then says whether the retry
+    engine may skip its throttling backoff after that throttle.
     """
 
     @property
@@ -35,6 +37,8 @@ class RateController(Protocol):
     def last_throttle_time(self) -> float: ...
     @property
     def answers_backoff(self) -> bool: ...
+    @property
+    def rule(self) -> LimiterRule | None: ...
 
     def update(self, now: float, throttled: bool, sent_at: float | None = None, failed: bool = False) -> None: ...
 

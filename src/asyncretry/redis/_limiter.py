@@ -6,7 +6,7 @@ script; the script feeds the reports to the profile's update and hands out token
 rate. The fleet does not converge on a rate by gossip: it has only one rate, the one a single client
 sending the fleet's traffic would have.
 
-Two profiles, two scripts. ``"asyncretry"`` (the default, :data:`~._scripts.LIMITER_ASYNCRETRY`): the
+Two profiles, two scripts. ``"asyncretry"`` (the default, :data:`~._limiter_scripts.LIMITER_ASYNCRETRY`): the
 server's capacity is what it admitted to the *fleet* between two congestion events; each process reports
 its successes, its failures and the send times of its throttled requests, on the server's clock (the
 offset between the clocks is learned on every round trip), so the script tells a new congestion event from
@@ -21,7 +21,7 @@ decrease would). And a new event's capacity is the lower of two served rates: co
 the server's bucket was empty) and since the decrease; the first also holds what the server's bucket took
 in while the fleet sent below the capacity after the decrease, which the probe then drains, and measured
 so, the estimate came out 6-9% above the capacity and the rate restarted above it. ``"aws"``
-(:data:`~._scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
+(:data:`~._limiter_scripts.LIMITER`): the SPEC section 5 update, where the measured send rate is the fleet's and a
 throttle in any process cuts the one fill rate to ``beta`` times it.
 
 What stays local and cheap: :meth:`~RedisAdaptiveRateLimiter.update` is synchronous and only counts (and
@@ -52,15 +52,15 @@ from datetime import timedelta
 
 import redis.asyncio
 
-from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, Throttled
+from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, LimiterRule, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import as_seconds, check_seconds
 from ._backend import RedisBackend
+from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SCRIPT_RULES, SERVER_CLOCK
 from ._link import OnUnavailable, _Link, _Linked
-from ._scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
 from ._values import fmt, num, ttl_ms
 
 __all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
@@ -112,6 +112,7 @@ class _View:
     last_max_rate: float = 0.0
     last_throttle_time: float = 0.0  # local clock
     accrued: float = 0.0  # tokens the fleet's bucket has taken in since it was created
+    rule: LimiterRule | None = None  # the rule that last set the fleet's fill rate
     seen_at: float = math.nan  # local clock
 
 
@@ -430,6 +431,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             measured_rate=view.measured_rate if fleet else local.measured_rate,
             last_max_rate=view.last_max_rate if fleet else local.last_max_rate,
             last_throttle_time=view.last_throttle_time if fleet else local.last_throttle_time,
+            rule=view.rule if fleet else local.rule,
             updates=self._updates,
             throttles=self._throttles,
             acquires=self._acquires,
@@ -501,10 +503,11 @@ class RedisAdaptiveRateLimiter(_Linked):
         view.last_throttle_time = now - (server_now - num(reply[8]))
         view.seen_at = now
         old_rate = num(reply[10])
-        if responses and view.fill_rate != old_rate and self._bus.wants(LimiterRateChanged):
+        rule = view.rule = SCRIPT_RULES[int(reply[13]) - 1] if int(reply[13]) > 0 else None
+        if responses and view.fill_rate != old_rate and rule is not None and self._bus.wants(LimiterRateChanged):
             self._bus.emit(LimiterRateChanged(
                 time=now, source=self.name, old_rate=old_rate, new_rate=view.fill_rate,
-                measured_rate=view.measured_rate, throttled=throttles > 0, enabled=view.enabled,
+                measured_rate=view.measured_rate, throttled=throttles > 0, enabled=view.enabled, rule=rule,
             ))
         view.accrued = num(reply[11])
         return bool(int(reply[0])), num(reply[1]), num(reply[12])
