@@ -10,6 +10,7 @@ reads them from a fleet).
 
 from __future__ import annotations
 
+import logging
 import typing
 from collections.abc import Iterable
 
@@ -174,3 +175,27 @@ async def test_each_rate_changed_event_names_its_rule_and_the_statistics_the_las
     assert after_throttles == throttles
     assert after_successes == successes
     assert limiter.statistics().rule == seen[-1].rule
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "rule", "cut"),
+    [
+        (100.0, 60.0, "restart_below_capacity", True),
+        (100.0, 3.0, "outage", True),
+        (100.0, 70.0, "cubic_throttle", True),
+        (100.0, 90.0, "probe", False),  # capped by twice what the client sent
+        (100.0, 90.0, "cubic_success", False),
+        (60.0, 100.0, "start_up", False),
+        (60.0, 100.0, "outage", False),  # the end of an outage
+    ],
+)
+def test_a_cut_is_a_rate_lowered_by_a_throttles_or_an_outages_rule(
+    old: float, new: float, rule: LimiterRule, cut: bool
+) -> None:
+    """LimiterRateChanged.cut, which the OpenTelemetry counter of cuts counts and which is logged at INFO: growth
+    lowered by its cap is none (DEBUG, as all growth)."""
+    event = LimiterRateChanged(
+        time=0.0, source="api", old_rate=old, new_rate=new, measured_rate=50.0, throttled=cut, enabled=True, rule=rule
+    )
+    assert event.cut is cut
+    assert event.log_level == (logging.INFO if cut else logging.DEBUG)

@@ -303,13 +303,16 @@ LimiterRule = Literal[
 The table in the observability guide says what each means.
 """
 
+_GROWTH: frozenset[LimiterRule] = frozenset({"recovery", "probe", "fleet_climb", "increase", "cubic_success"})
+"""The rules of the growth between events: a rate they lower was capped by what the client really sent."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LimiterRateChanged(Event):
     """The adaptive limiter's fill rate changed (requests per second).
 
-    A cut after a throttle is INFO; CUBIC's growth after each success is DEBUG (it changes the rate
-    on almost every response).
+    A cut (:attr:`cut`: after a throttle, or at an outage) is INFO; the growth after each success is DEBUG
+    (it changes the rate on almost every response).
 
     Attributes:
         old_rate: the fill rate before, tokens (attempts) per second.
@@ -332,8 +335,15 @@ class LimiterRateChanged(Event):
 
     @property
     def log_level(self) -> int:
-        """INFO for a cut after a throttle, DEBUG for the growth in between."""
-        return logging.INFO if self.throttled and self.new_rate < self.old_rate else logging.DEBUG
+        """INFO for a cut (after a throttle, or at an outage), DEBUG for the growth in between."""
+        return logging.INFO if self.cut else logging.DEBUG
+
+    @property
+    def cut(self) -> bool:
+        """Whether the rate was cut: lowered by a throttle's rule or an outage. Growth lowers it too when it
+        is capped by ``max_rate_growth`` times what the client really sent (a client that sends less than its
+        rate allows); that is not a cut."""
+        return self.new_rate < self.old_rate and self.rule not in _GROWTH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._engine._retrier import RetrierStatistics
+from ._engine._retrier import Retrier, RetrierStatistics
 from ._primitives._breaker import BreakerStatistics
 from ._primitives._budget import BudgetStatistics
 from ._primitives._limiter import LimiterStatistics
@@ -26,7 +26,8 @@ from ._primitives._quota import QuotaStatistics
 from ._primitives._turns import TurnStatistics
 
 __all__ = [
-    "CACHE_LIMIT", "PARTS", "Attributes", "LoopRunner", "Source", "Statistics", "current_runner", "scope_attributes",
+    "CACHE_LIMIT", "PARTS", "Attributes", "LoopRunner", "Source", "Statistics", "current_runner", "retrier_of",
+    "scope_attributes",
 ]
 
 _log = logging.getLogger("asyncretry.otel")
@@ -160,3 +161,18 @@ def scope_attributes(scope: str) -> Attributes:
             _SCOPE_ATTRIBUTES.clear()
         _SCOPE_ATTRIBUTES[scope] = found
     return found
+
+
+def retrier_of(target: object) -> tuple[Retrier | None, bool, Any]:
+    """The retrier behind ``target``, whether ``target`` is an httpx transport, and the sync transport's lock."""
+    if isinstance(target, Retrier):
+        return target, False, target.lock  # synchronous calls from other threads decide under it
+    if "asyncretry.httpx" in sys.modules:
+        from .httpx import AsyncRetryTransport, RetryTransport
+
+        if isinstance(target, AsyncRetryTransport):
+            return target.retrier, True, None
+        if isinstance(target, RetryTransport):
+            # Its threads decide under this lock, wherever observe() is called from.
+            return target.retrier, True, target.retrier.lock
+    return None, False, None

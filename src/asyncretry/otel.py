@@ -28,6 +28,8 @@ scope is an origin such as ``https://api.example:443``, the httpx transports' de
 * ``asyncretry.budget.exhaustions`` (counter, ``{episode}``): times a retry budget refused a retry (once per
   episode, until it allows one again).
 * ``asyncretry.breaker.transitions`` (counter, ``{transition}``): ``asyncretry.breaker.state``, the new state.
+* ``asyncretry.limiter.cuts`` (counter, ``{cut}``): ``asyncretry.limiter.rule``, the rule that cut the adaptive
+  limiter's fill rate (:attr:`~asyncretry.LimiterRateChanged.cut`, :data:`~asyncretry.LimiterRule`).
 * ``asyncretry.quota.available`` (gauge, ``{token}``), observed objects.
 * ``asyncretry.budget.available`` (gauge, ``{retry}``), observed objects: the retries the budget's window
   allows beyond those it holds (a retry is allowed while it is >= 1).
@@ -57,7 +59,6 @@ that ends later than a hedge sent after it.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -73,7 +74,7 @@ except ImportError as error:  # pragma: no cover - exercised by a test that hide
         "asyncretry.otel needs the OpenTelemetry API: install the extra with pip install 'asyncretry[otel]'"
     ) from error
 
-from ._engine._retrier import Retrier, RetrierStatistics
+from ._engine._retrier import RetrierStatistics
 from ._events import (
     GLOBAL_EVENTS,
     AttemptFinished,
@@ -83,11 +84,22 @@ from ._events import (
     EventBus,
     GaveUp,
     HedgeSent,
+    LimiterRateChanged,
     QuotaExhausted,
     RetryScheduled,
     Throttled,
 )
-from ._otel_sources import CACHE_LIMIT, PARTS, Attributes, Source, Statistics, current_runner, scope_attributes
+from ._otel_sources import (
+    CACHE_LIMIT,
+    PARTS,
+    Attributes,
+    Source,
+    Statistics,
+    current_runner,
+    retrier_of,
+    scope_attributes,
+)
+from ._otel_spans import resend_count, with_target
 from ._primitives._breaker import BreakerState, BreakerStatistics
 from ._primitives._budget import BudgetStatistics
 from ._primitives._limiter import LimiterStatistics
@@ -136,6 +148,7 @@ class _Meters:
         self.exhaustions: dict[str, int] = {}  # scope
         self.budget_exhaustions: dict[str, int] = {}  # scope
         self.transitions: dict[tuple[str, str], int] = {}  # (scope, new state)
+        self.cuts: dict[tuple[str, str], int] = {}  # (scope, rule)
         self.sources: list[Source] = []
         self.lock = threading.Lock()
         self.delay = meter.create_histogram(
@@ -158,6 +171,8 @@ class _Meters:
              self._count_budget_exhaustions),
             ("asyncretry.breaker.transitions", "{transition}", "Circuit breaker state changes, by the new state.",
              self._count_transitions),
+            ("asyncretry.limiter.cuts", "{cut}", "Cuts of the adaptive limiter's fill rate, by the rule that decided.",
+             self._count_cuts),
         ]
         for name, unit, description, callback in counters:
             meter.create_observable_counter(name, [callback], unit=unit, description=description)
@@ -227,6 +242,12 @@ class _Meters:
         return [
             Observation(n, {**scope_attributes(scope), "asyncretry.breaker.state": state})
             for (scope, state), n in self._totals(self.transitions)
+        ]
+
+    def _count_cuts(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(n, {**scope_attributes(scope), "asyncretry.limiter.rule": rule})
+            for (scope, rule), n in self._totals(self.cuts)
         ]
 
     # -- gauges: each callback reads a fresh snapshot of every observed object
@@ -326,6 +347,7 @@ class Instrumentation:
             QuotaExhausted: self._quota_exhausted,
             BudgetExhausted: self._budget_exhausted,
             BreakerStateChanged: self._breaker_changed,
+            LimiterRateChanged: self._rate_changed,
         }
         self._undo: list[Callable[[], None]] = [bus.subscribe(self._on_event)]
         self._active = True
@@ -359,7 +381,7 @@ class Instrumentation:
         """
         if not self._active:
             raise RuntimeError("this instrumentation was uninstrumented; call asyncretry.otel.instrument() again")
-        retrier, http, lock = _retrier_of(target)
+        retrier, http, lock = retrier_of(target)
         statistics = retrier.statistics if retrier is not None else getattr(target, "statistics", None)
         if isinstance(target, type) or not callable(statistics) or not isinstance(
             statistics(), (RetrierStatistics, *PARTS)
@@ -375,7 +397,7 @@ class Instrumentation:
             meters.sources.append(source)
         undo_http: Callable[[], None] | None = None
         if http and self._spans and retrier is not None:
-            undo_http = retrier.events.subscribe(_resend_count)
+            undo_http = retrier.events.subscribe(resend_count)
 
         def unobserve() -> None:
             nonlocal undo_http
@@ -441,7 +463,7 @@ class Instrumentation:
         if self._spans:
             span = trace.get_current_span()
             if span.is_recording():
-                span.add_event("asyncretry.retry", _with_target(event.target, {
+                span.add_event("asyncretry.retry", with_target(event.target, {
                     "asyncretry.scope": source,
                     "asyncretry.attempt": event.attempt,
                     "asyncretry.delay": event.delay,
@@ -461,7 +483,7 @@ class Instrumentation:
         if self._spans and event.log_level > logging.DEBUG:
             span = trace.get_current_span()
             if span.is_recording():
-                span.add_event("asyncretry.give_up", _with_target(event.target, {
+                span.add_event("asyncretry.give_up", with_target(event.target, {
                     "asyncretry.scope": source,
                     "asyncretry.why": why,
                     "asyncretry.attempts": event.attempts,
@@ -485,7 +507,7 @@ class Instrumentation:
         if self._spans:
             span = trace.get_current_span()
             if span.is_recording():
-                span.add_event("asyncretry.hedge", _with_target(event.target, {
+                span.add_event("asyncretry.hedge", with_target(event.target, {
                     "asyncretry.scope": event.source,
                     "asyncretry.attempt": event.attempt,
                     "asyncretry.hedging": event.hedging,
@@ -511,48 +533,13 @@ class Instrumentation:
         with meters.counting:
             counts[key] = counts.get(key, 0) + 1
 
-
-def _with_target(target: str | None, attributes: dict[str, Any]) -> dict[str, Any]:
-    """A span event's attributes, with what the call is (``asyncretry.target``: the httpx transport's
-    method and URL without query string or credentials) when the integration said."""
-    if target is not None:
-        attributes["asyncretry.target"] = target
-    return attributes
-
-
-_RESEND_COUNT = "http.request.resend_count"
-
-
-def _resend_count(event: Event) -> None:
-    """On an httpx transport's bus: a resent request sets ``http.request.resend_count`` on the current span.
-
-    A hedge is a send too; an attempt that ends after a later one was sent (a hedged call's) never
-    lowers the count.
-    """
-    kind = type(event)
-    if (kind is AttemptFinished or kind is HedgeSent) and event.attempt > 1:  # type: ignore[attr-defined]
-        span = trace.get_current_span()
-        if span.is_recording():
-            count = event.attempt - 1  # type: ignore[attr-defined]
-            attributes = getattr(span, "attributes", None)  # an SDK span shows what it holds
-            before = attributes.get(_RESEND_COUNT) if attributes is not None else None
-            if not isinstance(before, int) or before < count:
-                span.set_attribute(_RESEND_COUNT, count)
-
-
-def _retrier_of(target: object) -> tuple[Retrier | None, bool, Any]:
-    """The retrier behind ``target``, whether ``target`` is an httpx transport, and the sync transport's lock."""
-    if isinstance(target, Retrier):
-        return target, False, target.lock  # synchronous calls from other threads decide under it
-    if "asyncretry.httpx" in sys.modules:
-        from .httpx import AsyncRetryTransport, RetryTransport
-
-        if isinstance(target, AsyncRetryTransport):
-            return target.retrier, True, None
-        if isinstance(target, RetryTransport):
-            # Its threads decide under this lock, wherever observe() is called from.
-            return target.retrier, True, target.retrier.lock
-    return None, False, None
+    def _rate_changed(self, event: LimiterRateChanged) -> None:
+        if event.cut:
+            meters = self._meters
+            key = (event.source, event.rule)
+            counts = meters.cuts
+            with meters.counting:
+                counts[key] = counts.get(key, 0) + 1
 
 
 def instrument(
