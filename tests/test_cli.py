@@ -358,6 +358,27 @@ def test_simulate_runs_each_configuration_behind_a_known_quota(
     assert float(limited[2]) >= 99.0  # ok/s: the quota's
 
 
+
+def test_simulate_names_the_rules_that_cut_each_adaptive_limiters_rate(
+    capsys: pytest.CaptureFixture[str], width: int
+) -> None:
+    """Under the table, one line lists the cuts of each adaptive configuration's rate by rule (each count
+    kept with its rule at any width); configurations without a limiter have none."""
+    status, out, _ = run(
+        capsys, "simulate", "--duration", "20", "--clients", "5", "--configs", "standard,adaptive",
+        "--profile", "aws,fair",
+    )
+    assert status == 0
+    assert_fits(out, width)
+    flat = re.sub(r"[ \n]+", " ", out[out.index("The adaptive limiter's rate was cut by:"):])
+    cuts = dict(re.findall(r"(\w+)\u00a0x(\d+)", flat))
+    assert "aws adaptive: cubic_throttle\u00a0x" in flat
+    assert "fair adaptive: decrease\u00a0x" in flat
+    assert set(cuts) == {"cubic_throttle", "decrease"}
+    assert all(int(n) > 0 for n in cuts.values())
+    assert "standard:" not in flat
+
+
 # --- the demo's parts
 
 
@@ -411,7 +432,7 @@ def test_run_result_figures() -> None:
     result = RunResult(
         name="x", scenario=scenario, workload=Workload(clients=2, rate=10.0, duration=10.0), requests=4,
         succeeded=3, failures={"429": 1}, attempts=6, retries=2, throttled_attempts=3, breaker_trips=None,
-        latencies=(0.1, 0.2, 0.3, 0.4), trace=server.trace, fill_rate=(), possible=4,
+        latencies=(0.1, 0.2, 0.3, 0.4), trace=server.trace, cuts={}, fill_rate=(), possible=4,
     )
     assert result.amplification == 1.5
     assert result.throttled_fraction == 0.5

@@ -15,7 +15,7 @@ import httpx
 from rich.console import Console
 
 from ._common import pyplot
-from ._report import COLUMNS_NOTE, failure_lines, live_progress, plot_runs, results_table
+from ._report import COLUMNS_NOTE, footnotes, live_progress, plot_runs, results_table
 from ._server import DemoServer, demo_scenario, serve
 from ._workload import Configuration, RunResult, Workload, configurations, run_configuration
 
@@ -75,9 +75,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         title=f"asyncretry demo: {workload.clients} clients, {workload.duration:g} s per configuration",
         caption=COLUMNS_NOTE,
     ))
-    lines = failure_lines(results)
-    if lines:
-        console.print("Failed requests ended with: " + "; ".join(lines), style="dim")
+    for line in footnotes(results):
+        console.print(line, style="dim")
     if args.plot is not None:
         plot_runs(results, args.plot)
         console.print(f"Plot written to {args.plot}")

@@ -15,7 +15,7 @@ from rich.table import Table
 from ._common import percent, pyplot, seconds
 from ._workload import Configuration, RunResult, Tally
 
-__all__ = ["COLUMNS_NOTE", "failure_lines", "live_progress", "plot_runs", "results_table"]
+__all__ = ["COLUMNS_NOTE", "footnotes", "live_progress", "plot_runs", "results_table"]
 
 
 WIDE = 120
@@ -112,14 +112,22 @@ def results_table(results: Sequence[RunResult], *, title: str, caption: str | No
     return table
 
 
-def failure_lines(results: Sequence[RunResult]) -> list[str]:
-    """One line per configuration with failures: what the failed requests ended with."""
-    lines = []
-    for r in results:
-        if r.failures:
-            causes = ", ".join(f"{cause} x{count}" for cause, count in r.failures.items())
-            lines.append(f"{r.name}: {causes}")
-    return lines
+def footnotes(results: Sequence[RunResult]) -> list[str]:
+    """The lines under the table: what the failed requests ended with, and which rules cut the adaptive
+    limiters' rate (``LimiterRateChanged.rule``), each configuration's in turn."""
+    notes = []
+    for heading, counts in (
+        ("Failed requests ended with: ", [(r.name, r.failures) for r in results]),
+        ("The adaptive limiter's rate was cut by: ", [(r.name, r.cuts) for r in results]),
+    ):
+        lines = [
+            f"{name}: " + ", ".join(f"{what}\u00a0x{n}" for what, n in counted.items())  # a count stays with its name
+            for name, counted in counts
+            if counted
+        ]
+        if lines:
+            notes.append(heading + "; ".join(lines))
+    return notes
 
 
 def plot_runs(results: Sequence[RunResult], path: Path, *, time_label: str = "time (s)") -> None:

@@ -24,7 +24,7 @@ from .._simulation import SCENARIOS, Scenario
 from ..testing import virtual_time_loop
 from ._common import UsageError, pyplot
 from ._demo import describe
-from ._report import COLUMNS_NOTE, failure_lines, live_progress, plot_runs, results_table
+from ._report import COLUMNS_NOTE, footnotes, live_progress, plot_runs, results_table
 from ._server import DemoServer, demo_scenario
 from ._workload import Configuration, RunResult, Tally, Workload, configurations, run_configuration
 
@@ -135,9 +135,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         caption=f"{len(configs)} x {scenario.duration:g} s of traffic simulated in {elapsed:.1f} s of real time. "
         + COLUMNS_NOTE,
     ))
-    lines = failure_lines(results)
-    if lines:
-        console.print("Failed requests ended with: " + "; ".join(lines), style="dim")
+    for line in footnotes(results):
+        console.print(line, style="dim")
     if args.plot is not None:
         plot_runs(results, args.plot, time_label="virtual time (s)")
         console.print(f"Plot written to {args.plot}")

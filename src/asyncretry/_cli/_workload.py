@@ -18,7 +18,7 @@ import httpx
 
 from .._engine._history import RetryHistory, history_of
 from .._engine._policy import RetryPolicy
-from .._events import BreakerStateChanged, Event
+from .._events import BreakerStateChanged, Event, LimiterRateChanged
 from .._exceptions import CircuitOpenError, RateLimitTimeout, RetryCapacityExceeded
 from .._primitives._backoff import NoBackoff
 from .._primitives._breaker import CircuitBreakerConfig
@@ -191,6 +191,7 @@ class RunResult:
         breaker_trips: how many times the circuit breaker tripped (closed to open); ``None`` without a breaker.
         latencies: each finished request's time from first send to final answer, seconds, sorted.
         trace: the server's view, per time bin.
+        cuts: the adaptive limiters' cuts of their fill rate, by the rule that decided (most frequent first).
         fill_rate: the adaptive limiter's fill rate at the end of each bin (``nan`` while it does not limit).
         possible: the successful requests an ideal fleet of the same clients gets from the same server
             (:func:`~._possible.possible_successes`): an upper bound of ``succeeded``.
@@ -208,6 +209,7 @@ class RunResult:
     breaker_trips: int | None
     latencies: tuple[float, ...]
     trace: ServerTrace
+    cuts: dict[str, int]
     fill_rate: tuple[float, ...]
     possible: int
 
@@ -297,16 +299,18 @@ async def run_configuration(
     ]
     tally = Tally()
     trips = 0
+    cuts: Counter[str] = Counter()
 
-    def count_trips(event: Event) -> None:
+    def count_events(event: Event) -> None:
         nonlocal trips
         # A trip closes the door on a healthy-looking backend; re-opening after a failed probe is not a new one.
         if isinstance(event, BreakerStateChanged) and event.old_state == "closed" and event.new_state == "open":
             trips += 1
+        elif isinstance(event, LimiterRateChanged) and event.cut:
+            cuts[event.rule] += 1
 
-    if configuration.policy.breaker is not None:
-        for retrying in transports:
-            retrying.retrier.subscribe(count_trips)
+    for retrying in transports:
+        retrying.retrier.subscribe(count_events)
     bins = len(server.trace.arrivals)
     fill = [math.nan] * bins
     interval = 1.0 / workload.rate
@@ -394,6 +398,7 @@ async def run_configuration(
         breaker_trips=None if configuration.policy.breaker is None else trips,
         latencies=tuple(sorted(tally.latencies)),
         trace=server.trace,
+        cuts=dict(cuts.most_common()),
         fill_rate=tuple(fill),
         possible=possible_successes(
             server.scenario, clients=workload.clients, rate=workload.rate, burst=server.burst, latency=server.latency
