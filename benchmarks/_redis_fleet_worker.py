@@ -8,9 +8,10 @@ shared by the whole fleet; ``"local"``: an in-process ``AdaptiveRateLimiter`` pe
 It connects, warms up (one round trip to Redis and one request to the server), prints ``ready``, waits
 for a line on stdin (the barrier), then runs ``tasks`` closed-loop tasks for ``duration`` seconds and
 prints ``{"started": wall-clock time of the go, "stopped": ..., "successes": [...], "attempts": [...],
-"throttled": [...], "failures": n, "round_trips": n, "trace": [...]}``; the lists hold wall-clock times of the
-answers (comparable across the processes); ``trace`` samples the limiter's view four times a second
-(seconds since the go, fill rate, capacity estimate, waits, wait time), for diagnosis.
+"throttled": [...], "failures": n, "round_trips": n, "trace": [...], "changes": [...]}``; the lists hold wall-clock
+times of the answers (comparable across the processes); ``trace`` samples the limiter's view four times a second
+(seconds since the go, fill rate, capacity estimate, waits, wait time), and ``changes`` lists the limiter's start
+and its cuts (wall-clock time, the rule of ``LimiterRateChanged``, the new rate), for diagnosis.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ from typing import Any
 
 import httpx
 
-from asyncretry import AdaptiveRateLimiter, OutcomeKind, Retrier, RetryPolicy, history_of
+from asyncretry import (
+    AdaptiveRateLimiter,
+    Event,
+    EventBus,
+    LimiterRateChanged,
+    OutcomeKind,
+    Retrier,
+    RetryPolicy,
+    history_of,
+)
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo
 from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
 
@@ -41,13 +51,21 @@ def _record(out: dict[str, Any], info: RetryInfo | None, error: Exception | None
 
 async def main(config: dict[str, Any]) -> dict[str, Any]:
     policy = RetryPolicy(mode="adaptive")
+    changes: list[tuple[float, str, float]] = []
+
+    def record_change(event: Event) -> None:  # the start and the cuts, by rule (not the growth in between)
+        if isinstance(event, LimiterRateChanged) and (event.cut or event.rule == "start_up"):
+            changes.append((time.time(), event.rule, event.new_rate))
+
+    bus = EventBus()
+    bus.subscribe(record_change)
     async with RedisBackend(config["redis"], prefix=config["prefix"], operation_timeout=2.0) as backend:
         limiter: RedisAdaptiveRateLimiter | AdaptiveRateLimiter
         if config["limiter"] == "redis":
-            limiter = RedisAdaptiveRateLimiter(backend, name="api")
+            limiter = RedisAdaptiveRateLimiter(backend, name="api", events=bus)
             await limiter.refresh()  # connects and loads the script
         else:
-            limiter = AdaptiveRateLimiter(name="api")
+            limiter = AdaptiveRateLimiter(name="api", events=bus)
         retrier = Retrier(policy, limiter=limiter)
         limits = httpx.Limits(max_connections=config["tasks"], max_keepalive_connections=config["tasks"])
         transport = AsyncRetryTransport(httpx.AsyncHTTPTransport(limits=limits), retrier=retrier)
@@ -88,6 +106,7 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
             out["stopped"] = stop + offset
         statistics = limiter.statistics()
         out["round_trips"] = getattr(statistics, "round_trips", 0)
+        out["changes"] = changes
         out["enabled"] = statistics.enabled
         out["fill_rate"] = statistics.fill_rate
         out["last_max_rate"] = statistics.last_max_rate

@@ -5,6 +5,7 @@ Run on demand (never part of the test suite)::
     .venv/bin/python -m benchmarks.bench_redis_fleet                  # 3 runs of 10 s, then the local comparison
     .venv/bin/python -m benchmarks.bench_redis_fleet --quick          # one run of 4 s
     .venv/bin/python -m benchmarks.bench_redis_fleet --runs 5 --rate 200 --tasks 8
+    .venv/bin/python -m benchmarks.bench_redis_fleet --trace           # and each run's start-up, by rule
 
 The throttling server is the one ``bench_adaptive_http`` uses (:class:`asyncretry._testserver.FaultyApp`
 under uvicorn in a subprocess): it admits ``R`` requests/s (a token bucket with 50 ms of burst) and answers
@@ -26,11 +27,15 @@ and over its second half:
 * failed: calls that ended with an error after their retries.
 
 Targets: goodput >= 0.98 R and <= 3% throttled for the shared limiter.
+
+``--trace`` adds, under each run, what the limiters' ``LimiterRateChanged`` events say of its start: the highest
+rate the start (``start_up``) set, the cuts of the first second by rule, and the throttled share of each second.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 import time
 from pathlib import Path
@@ -57,7 +62,7 @@ def _window(results: list[dict[str, Any]], rate: float, start: float, end: float
     )
 
 
-def run_once(rate: float, tasks: int, duration: float, limiter: str) -> dict[str, float]:
+def run_once(rate: float, tasks: int, duration: float, limiter: str) -> dict[str, Any]:
     """One run with a fresh HTTP server and a fresh Redis: the fleet's figures."""
     redis_server = start_redis_server()
     try:
@@ -72,10 +77,14 @@ def run_once(rate: float, tasks: int, duration: float, limiter: str) -> dict[str
     end = min(result["stopped"] for result in results)
     goodput, throttled, failed = _window(results, rate, start, end)
     goodput2, throttled2, _ = _window(results, rate, (start + end) / 2, end)
+    changes = sorted({(at - start, rule, new) for result in results for at, rule, new in result["changes"]})
     return {
         "goodput": goodput, "throttled": throttled, "failed": failed, "goodput2": goodput2,
         "throttled2": throttled2, "enabled": float(all(result["enabled"] for result in results)),
         "round_trips": sum(result["round_trips"] for result in results),
+        "start_peak": max((new for _, rule, new in changes if rule == "start_up"), default=0.0),
+        "first_cuts": collections.Counter(rule for at, rule, _ in changes if at < 1.0 and rule != "start_up"),
+        "per_second": [_window(results, rate, start + k, min(start + k + 1, end))[1] for k in range(int(end - start))],
     }
 
 
@@ -87,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="requests/s the server admits (default 200)")
     parser.add_argument("--tasks", type=int, default=8, help="closed-loop tasks per process (default 8)")
     parser.add_argument("--no-compare", action="store_true", help="skip the run with a local limiter per process")
+    parser.add_argument("--trace", action="store_true", help="each run's start-up: its rate and its cuts, by rule")
     args = parser.parse_args(argv)
     runs, duration = (1, 4.0) if args.quick else (args.runs, args.duration)
     layouts = [("redis", runs)] + ([] if args.quick or args.no_compare else [("local", 1)])
@@ -104,6 +114,10 @@ def main(argv: list[str] | None = None) -> None:
             verdict = ("met" if met else "missed") if limiter == "redis" else ""
             print(f"  {names[limiter]:<34} {r['goodput']:>9.3f} {r['throttled']:>9.1%} {r['failed']:>6.0f} |"
                   f"           {r['goodput2']:>9.3f} {r['throttled2']:>9.1%}  {verdict}", flush=True)
+            if args.trace:
+                cuts = ", ".join(f"{rule} x{n}" for rule, n in r["first_cuts"].most_common()) or "none"
+                print(f"    start_up up to {r['start_peak']:.0f}/s; cuts in the first second: {cuts}")
+                print("    throttled, each second: " + " ".join(f"{share:.1%}" for share in r["per_second"]))
 
 
 if __name__ == "__main__":
