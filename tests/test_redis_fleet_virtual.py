@@ -136,10 +136,9 @@ async def test_four_processes_sharing_the_default_profile_serve_the_servers_capa
         tg.cancel_scope.cancel()
     # asyncio's run is deterministic (1.00 R, 1.9% throttled, three quarters of it the first round trip's);
     # trio shuffles its run queue, so its runs spread (0.992-1.002 R and 1.8-2.2% over 15 runs): the bounds
-    # leave room below that spread, above what the fleet got before sleepers woke on the probe's rising rate
-    # and the burst the server refilled after a decrease was kept out of the capacity (0.96-0.99 R, 3.7-4.3%),
-    # and far above what it got before the first fix (echoes of other processes' decreases cut again, a
-    # served rate over whole seconds, sleepers that sent at a rate already cut): 0.4-0.65 R. The figures
+    # leave room below that spread. A fleet whose sleepers kept their wake-up time while the probe raised the
+    # rate, or that counted the burst the server refilled after a decrease as capacity, gets 0.96-0.99 R and
+    # 3.7-4.3%; one that cut again on echoes of other processes' decreases, 0.4-0.65 R. The figures
     # themselves are bench_redis_fleet's.
     assert served / duration >= 0.95 * rate
     assert throttled / (served + throttled) <= 0.03
