@@ -31,7 +31,7 @@ from asyncretry._primitives import _adaptive, _adaptive_rules
 from asyncretry._primitives._adaptive import AsyncretryRateController
 from asyncretry._primitives._cubic import AwsRateController
 from asyncretry._primitives._limiter_config import as_seconds
-from asyncretry.redis._limiter_scripts import DEFAULT_RULES, LIMITER, LIMITER_ASYNCRETRY, SCRIPT_RULES
+from asyncretry.redis._limiter_scripts import DEFAULT_RULES, LIMITER, LIMITER_ASYNCRETRY, script_rule
 from asyncretry.redis._values import fmt
 from conftest_redis import RedisServer
 
@@ -200,8 +200,7 @@ def _aws_mismatches(client: redis.Redis, source: str = LIMITER.source) -> list[s
 
 def _rule_mismatch(event: Event, python: str | None, reply: list[float]) -> list[str]:
     """The rule that last set the rate, in Python and in the script's reply (an index into SCRIPT_RULES)."""
-    index = int(reply[13])
-    lua = SCRIPT_RULES[index - 1] if index > 0 else None
+    lua = script_rule(int(reply[13]))
     return [] if python == lua else [f"at {event.at - T0:.3f} s: rule Python {python}, Lua {lua}"]
 
 

@@ -59,7 +59,7 @@ from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import as_seconds, check_seconds
 from ._backend import RedisBackend
-from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SCRIPT_RULES, SERVER_CLOCK
+from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK, script_rule
 from ._link import OnUnavailable, _Link, _Linked
 from ._values import fmt, num, ttl_ms
 
@@ -503,7 +503,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         view.last_throttle_time = now - (server_now - num(reply[8]))
         view.seen_at = now
         old_rate = num(reply[10])
-        rule = view.rule = SCRIPT_RULES[int(reply[13]) - 1] if int(reply[13]) > 0 else None
+        rule = view.rule = script_rule(int(reply[13]))
         if responses and view.fill_rate != old_rate and rule is not None and self._bus.wants(LimiterRateChanged):
             self._bus.emit(LimiterRateChanged(
                 time=now, source=self.name, old_rate=old_rate, new_rate=view.fill_rate,

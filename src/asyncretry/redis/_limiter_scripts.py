@@ -11,7 +11,7 @@ from __future__ import annotations
 from .._events import LimiterRule
 from ._scripts import Script, prelude_with_clock
 
-__all__ = ["DEFAULT_RULES", "LIMITER", "LIMITER_ASYNCRETRY", "SCRIPT_RULES", "SERVER_CLOCK"]
+__all__ = ["DEFAULT_RULES", "LIMITER", "LIMITER_ASYNCRETRY", "SCRIPT_RULES", "SERVER_CLOCK", "script_rule"]
 
 # The limiter scripts take the time as their first argument: '' (what the limiters send) reads the server's
 # clock, a number is used as it is (tests drive the scripts in virtual time, and feed them the same events as
@@ -27,6 +27,11 @@ SCRIPT_RULES: tuple[LimiterRule, ...] = (
 )
 """The rules the limiter scripts apply to a fleet, by the names of the in-process controllers' rules. A script
 keeps the one that last set the fleet's fill rate as its 1-based index here (0: none yet), and returns it."""
+
+
+def script_rule(index: int) -> LimiterRule | None:
+    """The rule a script's reply names by its index into :data:`SCRIPT_RULES` (``None`` for 0: none yet)."""
+    return SCRIPT_RULES[index - 1] if index > 0 else None
 
 # The table from a rule's name to its index, and the state's field that holds the index.
 _RULE_INDEX = (
