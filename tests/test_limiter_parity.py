@@ -164,6 +164,9 @@ SEQUENCES: dict[str, list[Event]] = {
         *_run(1.14, 60.0, 2.0), *_one(2.0, 1.05),
     ],
     "slow traffic": [*_run(0.0, 4.0, 2.0), *_one(2.1, 2.08), *_run(2.2, 2.0, 4.0)],
+    "a start within the first window": [
+        *_run(0.0, 150.0, 0.3), *_one(0.3, 0.29), *_one(0.302, 0.292), *_run(0.31, 90.0, 2.0),
+    ],
 }
 
 
@@ -204,23 +207,28 @@ def _rule_mismatch(event: Event, python: str | None, reply: list[float]) -> list
     return [] if python == lua else [f"at {event.at - T0:.3f} s: rule Python {python}, Lua {lua}"]
 
 
-def _default_mismatches(client: redis.Redis, events: list[Event], source: str = LIMITER_ASYNCRETRY.source) -> list[str]:
-    config = AdaptiveLimiterConfig()
-    python = AsyncretryRateController(config, T0, rules=SHARED_RULES)
-    c = config
-    head = [fmt(x) for x in (
+def _default_head(c: AdaptiveLimiterConfig) -> list[str]:
+    """The default script's configuration arguments (1-15)."""
+    return [fmt(x) for x in (
         c.utilization, c.repeat_decrease, c.min_repeat_decrease, as_seconds(c.reaction_time),
         as_seconds(c.measurement_window), as_seconds(c.recovery_time), as_seconds(c.quick_recovery_time),
         c.stable_change, as_seconds(c.settle_time), as_seconds(c.probe_doubling_time), as_seconds(c.burst),
         c.growth_margin, c.max_rate_growth, c.min_fill_rate, c.min_capacity,
     )]
+
+
+def _default_mismatches(client: redis.Redis, events: list[Event], source: str = LIMITER_ASYNCRETRY.source) -> list[str]:
+    config = AdaptiveLimiterConfig()
+    python = AsyncretryRateController(config, T0, rules=SHARED_RULES)
+    head = _default_head(config)
     key = f"parity:{uuid.uuid4().hex}"
-    _eval(client, source, key, T0, [*head, 0, 0, 0, -1, 0, 60000])
+    _eval(client, source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0])
     found = []
     for event in events:
         python.update(event.at, event.throttled, sent_at=event.sent)
         ok, sends = (0, [fmt(event.sent)]) if event.throttled else (1, [])
-        reply = _eval(client, source, key, event.at, [*head, ok, 0, 0, -1, 0, 60000, *sends])
+        # One answer per report: the oldest it reports came at its own time.
+        reply = _eval(client, source, key, event.at, [*head, ok, 0, 0, -1, 0, 60000, fmt(event.at), *sends])
         lua = {"enabled": reply[2], "fill_rate": reply[3], "max_capacity": reply[4], "last_max_rate": reply[7]}
         for name, value in lua.items():
             if not math.isclose(float(getattr(python, name)), value, rel_tol=1e-9, abs_tol=1e-9):
@@ -286,6 +294,8 @@ def test_a_rule_changed_in_the_aws_script_alone_fails_the_comparison(client: red
         ("  restart(base, repeat_dec, quick,", "  restart(base, util, quick,", "slow traffic"),
         ("if now - v.dec < v.rec then rule = 'recovery' end", "", "start-up, echoes, recovery and probe"),
         ("quick, 'repeat_cut')", "quick, 'measure')", "a second fresh throttle cuts again"),
+        ("v.srv / (since + width)", "v.srv / math.max(since, width)", "a start within the first window"),
+        ("if since + width <= window then", "if since <= window then", "start-up, echoes, recovery and probe"),
     ],
 )
 def test_a_rule_changed_in_the_default_script_alone_fails_the_comparison(
@@ -294,6 +304,32 @@ def test_a_rule_changed_in_the_default_script_alone_fails_the_comparison(
     """Changing one of the default script's rules, and not the controller's, makes the event table disagree."""
     assert old in LIMITER_ASYNCRETRY.source
     assert _default_mismatches(client, SEQUENCES[sequence], LIMITER_ASYNCRETRY.source.replace(old, new)) != []
+
+
+def test_a_fleet_that_reports_its_answers_in_batches_starts_where_one_client_seeing_them_does(
+    client: redis.Redis,
+) -> None:
+    """The script is told, with each report, when its oldest answer came: answers gathered over 0.3 s and
+    reported eight at a time start the fleet at the rate the controller starts at, seeing each as it came."""
+    config = AdaptiveLimiterConfig()
+    python = AsyncretryRateController(config, T0, rules=SHARED_RULES)
+    head = _default_head(config)
+    key = f"parity:{uuid.uuid4().hex}"
+    _eval(client, LIMITER_ASYNCRETRY.source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0])
+    successes = _run(0.0, 150.0, 0.3)
+    for event in successes:
+        python.update(event.at, False, sent_at=event.sent)
+    throttle = _one(0.3, 0.29)[0]
+    python.update(throttle.at, True, sent_at=throttle.sent)
+    assert python.rule == "start_up"
+    for first in range(0, len(successes), 8):
+        batch = successes[first : first + 8]
+        _eval(client, LIMITER_ASYNCRETRY.source, key, batch[-1].at,
+              [*head, len(batch), 0, 0, -1, 0, 60000, fmt(batch[0].at)])
+    reply = _eval(client, LIMITER_ASYNCRETRY.source, key, throttle.at,
+                  [*head, 0, 0, 0, -1, 0, 60000, fmt(throttle.at), fmt(throttle.sent)])
+    assert script_rule(int(reply[13])) == "start_up"
+    assert reply[3] == pytest.approx(python.fill_rate, rel=1e-9)
 
 
 def test_a_formula_changed_in_python_alone_fails_the_comparison(

@@ -169,8 +169,9 @@ def test_first_round_trip_starts_from_what_was_served_not_from_the_floor(order: 
     assert ours.enabled
     assert aws.enabled
     assert aws.fill_rate == 0.5
-    # 10 served in the 0.07 s the first slots cover: 143/s, of which repeat_decrease (0.7) is kept.
-    assert ours.fill_rate == pytest.approx(0.7 * 10 / 0.07)
+    # 10 served at once, counted over the slot they came in (0.05 s): 200/s, of which repeat_decrease (0.7)
+    # is kept.
+    assert ours.fill_rate == pytest.approx(0.7 * 10 / 0.05)
     assert ours.last_throttle_time == LATENCY
 
 

@@ -419,7 +419,8 @@ def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
         for gap, ok, failed, sends, want, max_wait, give in reports:
             now += gap
             times = [fmt(0.0 if sent is None else now + sent) for sent in sends]
-            args = [repr(now), *head, ok, failed, int(want), fmt(max_wait), give, 60000, *times]
+            oldest = fmt(now - gap) if ok or failed or sends else 0  # the answers came since the last report
+            args = [repr(now), *head, ok, failed, int(want), fmt(max_wait), give, 60000, oldest, *times]
             reply = client.eval(LIMITER_ASYNCRETRY.source, 1, key, *args)
             numbers = [float(x) for x in reply]
             assert all(math.isfinite(x) for x in numbers), reply
@@ -461,3 +462,48 @@ async def test_a_fleet_state_stored_without_its_rule_reads_as_none_until_a_rule_
     assert stats.rule is not None
     assert stats.rule == later
     assert client.hget(key, "ru") is not None
+
+
+async def _burst_then_rate(limiter: RedisAdaptiveRateLimiter, rate: float, seconds: float) -> None:
+    """A server's answers to a process that sends free: a burst of a twentieth of a second's worth of ``rate``
+    (a slot of the fleet's counts), then ``rate`` a second for ``seconds``, then the first throttle; no round trip
+    in between (the process gathers them for its next report)."""
+    begin = anyio.current_time()
+    for _ in range(round(rate / 20)):
+        limiter.update(False, sent_at=begin)
+    for _ in range(round(rate * seconds)):
+        await anyio.sleep(1 / rate)
+        limiter.update(False, sent_at=anyio.current_time())
+    limiter.update(True, sent_at=anyio.current_time())
+
+
+@pytest.mark.anyio
+async def test_a_reports_answers_count_over_the_time_they_took_to_come(backends: list[VirtualTimeBackend]) -> None:
+    """A process reports the answers it gathered since its last round trip, with when the oldest came: a burst of
+    10 and 200/s for 0.2 s start the fleet at 0.7 x 200/s (50 answers over 0.2 s and a slot), as one in-process
+    limiter would, not as if they had come at once (0.7 x 50 / a slot = 700/s)."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api")
+    await limiter.refresh()  # connected: the offset between the clocks is known
+    await _burst_then_rate(limiter, 200.0, 0.2)
+    statistics = await limiter.refresh()
+    assert statistics.rule == "start_up"
+    assert statistics.fill_rate == pytest.approx(0.7 * 200.0, rel=1e-6)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("warm_up", ["in a report of its own", "in the burst's report"])
+async def test_an_answer_a_pause_separates_from_the_burst_does_not_stretch_the_start(
+    backends: list[VirtualTimeBackend], warm_up: str
+) -> None:
+    """A warm-up request, 2 s of nothing, then a burst of 10, 200/s for 0.1 s and the first throttle. Whether
+    the warm-up's answer went in a report of its own after the pause or in the burst's, the start counts from the
+    burst on: 0.7 x 31 answers / (0.1 s + a slot). Counted from the warm-up on, it would be the last second's
+    30 answers a second."""
+    limiter = RedisAdaptiveRateLimiter(backends[0], name="api")
+    await limiter.refresh()
+    limiter.update(False, sent_at=anyio.current_time())
+    await anyio.sleep(2.0)
+    if warm_up == "in a report of its own":
+        await limiter.refresh()
+    await _burst_then_rate(limiter, 200.0, 0.1)
+    assert (await limiter.refresh()).fill_rate == pytest.approx(0.7 * 31 / 0.15, rel=1e-6)

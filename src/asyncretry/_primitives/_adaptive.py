@@ -408,10 +408,16 @@ class AsyncretryRateController:
     def _start_up(self, now: float) -> None:
         """The first throttles: start from what was served so far (``start_up``)."""
         config = self._config
-        covered = min(self._window, max(now - self._first_response, self._echo_guard))
-        served = self._good.rate(now, covered)
+        since_first = now - self._first_response
+        if since_first + self._width <= self._window:
+            # Every answer so far, over the time since the first plus a slot (the server's burst, which a first
+            # throttle says is spent, as a slot's worth of its rate). Whole slots, the current one partly,
+            # would make the start depend on how far into its slot the first answer came (up to twice).
+            span = since_first + self._width
+            served, answered = self._served / span, self._answered / span
+        else:
+            served, answered = self._good.rate(now, self._window), self._responses.rate(now, self._window)
         counted = float(self._served)
-        answered = self._responses.rate(now, covered)
         sent_share = config.min_repeat_decrease * answered
         if served <= 0.0:
             # Throttled before any success (one client of a fleet that started together): start from

@@ -32,7 +32,9 @@ process has a throttle to report; once enabled, every ``acquire`` is one round t
 
 Approximations, stated: reports are counted at the server time they arrive (up to one request, or
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
-the SDKs' own lag of one measurement bucket. A call that must wait reserves its token (its place in the
+the SDKs' own lag of one measurement bucket. The start-up does not: a report also says when its oldest
+answer came (from the process's last pause on), and the start counts the fleet's answers over the time
+they took to come. A call that must wait reserves its token (its place in the
 fleet's queue) and sleeps until the time the fleet's rate brings its token in, as the default profile's
 recovery predicts that rate (the climb back to the estimate, then the probe above it, doubling every
 ``probe_doubling_time``), not at the rate of the moment; every ``sync_interval``, and once more when it
@@ -164,9 +166,12 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_free_until",
         "_give",
         "_key_ttl_ms",
+        "_last_answer",
         "_link",
         "_next_sync",
         "_offset",
+        "_oldest",
+        "_pause",
         "_reported",
         "_reserved",
         "_sends",
@@ -233,10 +238,14 @@ class RedisAdaptiveRateLimiter(_Linked):
                 fmt(c.max_rate_growth), fmt(c.min_fill_rate), fmt(c.min_capacity),
             )
         self._echo_guard = as_seconds(c.measurement_window) / 10
+        # A pause between answers: longer than a slot of the fleet's served-rate counts.
+        self._pause = as_seconds(c.measurement_window) / 20
         self._reported = 0  # responses not yet reported to the fleet
         self._throttled = 0  # of those, throttles
         self._sends: list[float] = []  # the send times of those throttles (local clock), for the default profile
         self._offset = 0.0  # the server's clock less this process's, as of the last round trip
+        # When the oldest of those responses came since this process's last pause (local clock), and the last.
+        self._oldest = self._last_answer = -math.inf
         self._failed = 0  # of the responses, failures (neither throttles nor successes)
         self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
         self._reserved = 0
@@ -393,6 +402,11 @@ class RedisAdaptiveRateLimiter(_Linked):
         # The local shadow, the fail-open fallback, sees every response.
         self._fallback.update(throttled, reason=reason, sent_at=sent_at, failed=failed)
         self._updates += 1
+        now = self._clock.now()
+        if not self._reported or now - self._last_answer > self._pause:
+            # A pause: the answers before it say nothing of how fast the ones after it came.
+            self._oldest = now
+        self._last_answer = now
         self._reported += 1
         if throttled:
             self._throttles += 1
@@ -400,14 +414,13 @@ class RedisAdaptiveRateLimiter(_Linked):
             if not self._aws and len(self._sends) < _MAX_SENDS:
                 # The fleet tells a new congestion event from an echo of one it already reacted to by the
                 # send time (whichever process reacted); without one, assume a tenth of a window before.
-                now = self._clock.now()
                 sent = sent_at if sent_at is not None else now - self._echo_guard
                 # A request this process sent free (before it heard that the fleet's limiter was enabled) is
                 # part of the start-up's overshoot, whenever it went out: reported as sent long ago, it counts
                 # as an echo of the start-up event, which refines the start and never cuts the rate again.
                 self._sends.append(sent if sent >= self._free_until else -math.inf)
             if self._bus.wants(Throttled):
-                self._bus.emit(Throttled(time=self._clock.now(), source=self.name, reason=reason))
+                self._bus.emit(Throttled(time=now, source=self.name, reason=reason))
         elif failed:
             self._failed += 1
 
@@ -465,6 +478,19 @@ class RedisAdaptiveRateLimiter(_Linked):
             tokens = min(view.max_capacity, tokens + max(0.0, self._clock.now() - view.seen_at) * view.fill_rate)
         return tokens
 
+    def _oldest_answer(self, responses: int) -> str | int:
+        """When the oldest of the ``responses`` reported now came, on the server's clock (0: as of the report).
+
+        A report gathers the answers since the last round trip: the fleet's start counts them over the time
+        they took to come, not as if they had all come at once. From this process's last pause on (see
+        :meth:`update`); answers that a pause separates from the report, and those of the first round trip
+        (the clocks' offset is not known yet), are given as of the report.
+        """
+        paused = self._clock.now() - self._last_answer > self._pause
+        if not responses or paused or math.isnan(self._view.seen_at):
+            return 0
+        return fmt(self._oldest + self._offset)
+
     async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
         responses, throttles, give, failed = self._reported, self._throttled, self._give, self._failed
         self._reported = self._throttled = self._give = self._failed = 0
@@ -476,7 +502,8 @@ class RedisAdaptiveRateLimiter(_Linked):
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
                 SERVER_CLOCK, *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
-                fmt(max_wait), give, self._key_ttl_ms, *(fmt(max(sent + offset, 0.0)) for sent in sends),
+                fmt(max_wait), give, self._key_ttl_ms, self._oldest_answer(responses),
+                *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)

@@ -179,8 +179,9 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROF
 --       recovery_time, quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
 --       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
---       give_back, ttl_ms (16-21), then the send times of the reported throttles (server clock, any order;
---       0 for a request its process sent free, before it heard that the limiter was enabled)
+--       give_back, ttl_ms (16-21), when the oldest of the reported answers came (22; server clock, 0: now),
+--       then the send times of the reported throttles (server clock, any order; 0 for a request its
+--       process sent free, before it heard that the limiter was enabled)
 local util, repeat_dec, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local reaction, window, slow = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local quick, stable, settle = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -188,8 +189,9 @@ local doubling, burst, margin = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber
 local growth, min_fill, min_cap = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local ok, failed, want = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local max_wait, give, ttl = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
+local oldest = tonumber(ARGV[22])
 local sends = {}
-for i = 22, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
+for i = 23, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
 table.sort(sends)
 local SLOTS = 21
 local width = window / 20
@@ -223,8 +225,13 @@ v['a' .. slot] = v['a' .. slot] + answered
 v.srv = v.srv + ok
 v.ans = v.ans + answered
 if v.mks < 0 and now >= v.mkt then v.mkt = now; v.mks = v.srv end
--- the first answer, not the first round trip (a process may connect long before it sends)
-if v.first < 0 and answered > 0 then v.first = now end
+-- the first answer, not the first round trip (a process may connect long before it sends); a report
+-- gathers a process's answers since its last, the oldest of which came at 'oldest'
+if answered > 0 then
+  local at = now
+  if oldest > 0 then at = math.min(now, oldest + v.sk) end
+  if v.first < 0 or at < v.first then v.first = at end
+end
 -- the rate of g (or a) over about the last span seconds: whole slots, the current one partly
 local function rate(prefix, span)
   local n = math.max(1, math.min(SLOTS, math.floor(span / width + 0.5)))
@@ -254,8 +261,12 @@ local function recovery_after(capacity, counted)
 end
 local function start_up()
   -- start_up: start from what the fleet was served so far (or a share of what it sent), not from the floor
-  local covered = math.min(window, math.max(now - v.first, 2 * width))
-  local base = start_rate(rate('g', covered), rate('a', covered), min_cut)
+  local since, served, answered = now - v.first, rate('g', window), rate('a', window)
+  if since + width <= window then
+    -- every answer so far, over the time since the first and the slot it came in (as the controller)
+    served, answered = v.srv / (since + width), v.ans / (since + width)
+  end
+  local base = start_rate(served, answered, min_cut)
   -- a later answer of the same round trip may raise the start, never lower it
   if v.en == 1 then base = math.max(base, v.est) end
   local dec = v.dec
