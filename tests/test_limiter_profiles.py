@@ -620,7 +620,7 @@ def test_sliding_counter_counts_rates_over_recent_spans() -> None:
     assert counter.rate(10.0, 1.0) == 0.0
     counter.add(3.0)  # a time older than everything kept is not counted
     assert counter.rate(10.0, 1.0) == 0.0
-    assert repr(counter) == "SlidingCounter(width=0.05, total=0)"
+    assert repr(counter) == "SlidingCounter(width=0.05, recent=0, total=101)"
 
 
 def test_round_trip_averages_the_measured_round_trips() -> None:

@@ -408,15 +408,10 @@ class AsyncretryRateController:
     def _start_up(self, now: float) -> None:
         """The first throttles: start from what was served so far (``start_up``)."""
         config = self._config
-        since_first = now - self._first_response
-        if since_first + self._width <= self._window:
-            # Every answer so far, over the time since the first plus a slot (the server's burst, which a first
-            # throttle says is spent, as a slot's worth of its rate). Whole slots, the current one partly,
-            # would make the start depend on how far into its slot the first answer came (up to twice).
-            span = since_first + self._width
-            served, answered = self._served / span, self._answered / span
-        else:
-            served, answered = self._good.rate(now, self._window), self._responses.rate(now, self._window)
+        # Every answer so far over the time since the first plus a slot: a first throttle says the server's
+        # bucket is spent, and the slot takes its burst as a slot's worth of its rate.
+        first, window = self._first_response, self._window
+        served, answered = self._good.rate_so_far(now, first, window), self._responses.rate_so_far(now, first, window)
         counted = float(self._served)
         sent_share = config.min_repeat_decrease * answered
         if served <= 0.0:

@@ -205,11 +205,14 @@ class FairRateController:
         return True
 
     def _start_estimate(self, now: float) -> float:
-        """``utilization`` of what was served since the first answer (or of a share of what was sent)."""
+        """``utilization`` of what was served since the first answer (or of a share of what was sent), counted
+        as the default profile's start counts it: every answer so far over the time since the first plus a slot."""
         config = self._config
-        covered = min(self._window, max(now - self._first, self._rtt.value))
-        answered = self._answers.rate(now, covered)
-        served = start_rate(self._good.rate(now, covered), answered, min_repeat_decrease=config.min_repeat_decrease)
+        first, window = self._first, self._window
+        answered = self._answers.rate_so_far(now, first, window)
+        served = start_rate(
+            self._good.rate_so_far(now, first, window), answered, min_repeat_decrease=config.min_repeat_decrease
+        )
         return config.utilization * max(served, config.min_repeat_decrease * answered)
 
     def _step_one_decrease_per_event(self, event: _Throttle) -> bool:

@@ -69,10 +69,11 @@ class SlidingCounter:
         start: the time the counter starts, seconds.
     """
 
-    __slots__ = ("_counts", "_newest", "_size", "_width")
+    __slots__ = ("_counts", "_newest", "_size", "_width", "total")
 
     def __init__(self, width: float, horizon: float, start: float) -> None:
         self._width = width
+        self.total = 0  # every event counted since the start
         self._size = math.ceil(horizon / width) + 1
         self._counts = [0] * self._size
         self._newest = math.floor(start / width)  # the index of the newest slot
@@ -91,6 +92,7 @@ class SlidingCounter:
 
     def add(self, now: float) -> None:
         """Count one event at ``now``."""
+        self.total += 1
         index = math.floor(now / self._width)
         self._advance(index)
         offset = self._newest - index
@@ -106,8 +108,20 @@ class SlidingCounter:
         total = sum(self._counts[self._size - slots :])
         return total / covered if covered > 0 else total / self._width
 
+    def rate_so_far(self, now: float, first: float, span: float) -> float:
+        """Events per second since the first event (at ``first``): every event so far over the time since it
+        plus one slot, until that reaches ``span``; then the rate over the last ``span`` (:meth:`rate`).
+
+        The extra slot gives events that came all at once a rate (a slot's worth), and makes the rate of the
+        same events the same wherever in a slot they fell: counted in whole slots, it varies by up to twice.
+        """
+        span_so_far = now - first + self._width
+        if span_so_far <= span:
+            return self.total / span_so_far
+        return self.rate(now, span)
+
     def __repr__(self) -> str:
-        return f"SlidingCounter(width={self._width!r}, total={sum(self._counts)})"
+        return f"SlidingCounter(width={self._width!r}, recent={sum(self._counts)}, total={self.total})"
 
 
 class RoundTrip:
