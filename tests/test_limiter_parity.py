@@ -217,12 +217,20 @@ def _default_head(c: AdaptiveLimiterConfig) -> list[str]:
     )]
 
 
-def _default_mismatches(client: redis.Redis, events: list[Event], source: str = LIMITER_ASYNCRETRY.source) -> list[str]:
+def _fresh_pair(
+    client: redis.Redis, source: str = LIMITER_ASYNCRETRY.source
+) -> tuple[AsyncretryRateController, list[str], str]:
+    """The default profile's controller and a fresh key of the script's state, both starting at T0 (an empty
+    report then); with the script's configuration arguments."""
     config = AdaptiveLimiterConfig()
-    python = AsyncretryRateController(config, T0, rules=SHARED_RULES)
     head = _default_head(config)
     key = f"parity:{uuid.uuid4().hex}"
     _eval(client, source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0])
+    return AsyncretryRateController(config, T0, rules=SHARED_RULES), head, key
+
+
+def _default_mismatches(client: redis.Redis, events: list[Event], source: str = LIMITER_ASYNCRETRY.source) -> list[str]:
+    python, head, key = _fresh_pair(client, source)
     found = []
     for event in events:
         python.update(event.at, event.throttled, sent_at=event.sent)
@@ -311,11 +319,7 @@ def test_a_fleet_that_reports_its_answers_in_batches_starts_where_one_client_see
 ) -> None:
     """The script is told, with each report, when its oldest answer came: answers gathered over 0.3 s and
     reported eight at a time start the fleet at the rate the controller starts at, seeing each as it came."""
-    config = AdaptiveLimiterConfig()
-    python = AsyncretryRateController(config, T0, rules=SHARED_RULES)
-    head = _default_head(config)
-    key = f"parity:{uuid.uuid4().hex}"
-    _eval(client, LIMITER_ASYNCRETRY.source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0])
+    python, head, key = _fresh_pair(client)
     successes = _run(0.0, 150.0, 0.3)
     for event in successes:
         python.update(event.at, False, sent_at=event.sent)
