@@ -11,9 +11,10 @@ import importlib
 import inspect
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import settings
 
@@ -56,6 +57,14 @@ def fresh_app(server: FaultServer, config: ServerConfig) -> FaultyApp:
     app.configure(config)
     app.reset()
     return app
+
+
+def under_load(begin: float, outcomes: Container[object], *, seconds: float = 0.5, at_most: float = 10.0) -> bool:
+    """Whether a worker of a load test against a real server goes on: for ``seconds`` from ``begin``, and on a
+    machine too loaded for any answer within the policy's deadline in that time, until the first 200 (at most
+    ``at_most`` seconds from ``begin``)."""
+    now = anyio.current_time()
+    return now < begin + seconds or (200 not in outcomes and now < begin + at_most)
 
 
 # -- the event recorder of the whole suite

@@ -302,8 +302,8 @@ def test_a_rule_changed_in_the_aws_script_alone_fails_the_comparison(client: red
         ("  restart(base, repeat_dec, quick,", "  restart(base, util, quick,", "slow traffic"),
         ("if now - v.dec < v.rec then rule = 'recovery' end", "", "start-up, echoes, recovery and probe"),
         ("quick, 'repeat_cut')", "quick, 'measure')", "a second fresh throttle cuts again"),
-        ("v.srv / (since + width)", "v.srv / math.max(since, width)", "a start within the first window"),
-        ("if since + width <= window then", "if since <= window then", "start-up, echoes, recovery and probe"),
+        ("v.srv / so_far,", "v.srv / math.max(so_far - width, width),", "a start within the first window"),
+        ("if so_far <= window then", "if so_far - width <= window then", "start-up, echoes, recovery and probe"),
     ],
 )
 def test_a_rule_changed_in_the_default_script_alone_fails_the_comparison(

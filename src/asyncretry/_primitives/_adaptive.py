@@ -87,7 +87,6 @@ class AsyncretryRateController:
 
     __slots__ = (
         "_after_start",
-        "_answered",
         "_before_outage",
         "_burst",
         "_config",
@@ -117,7 +116,6 @@ class AsyncretryRateController:
         "_rtt",
         "_rtt_doubling",
         "_rules",
-        "_served",
         "_shared_at",
         "_stable",
         "_start",
@@ -158,8 +156,6 @@ class AsyncretryRateController:
         self._horizon = 4 * max(as_seconds(config.recovery_time), window)
         # (send time, successes before it, answers before it) of recent throttles, one per slot at most.
         self._marks: deque[tuple[float, int, int]] = deque()
-        self._answered = 0
-        self._served = 0
         self._start = start
         self._now = start
         self._first_response = math.nan
@@ -231,7 +227,6 @@ class AsyncretryRateController:
         if self._first_response != self._first_response:  # NaN: the first response
             self._first_response = now
         self._responses.add(now)
-        self._answered += 1
         # Without send times, assume each request went out a little before its answer came back.
         sent = sent_at if sent_at is not None else now - self._echo_guard
         self._rtt.add(now, sent_at)
@@ -253,7 +248,6 @@ class AsyncretryRateController:
 
     def _success(self, now: float, fresh: bool) -> None:
         self._good.add(now)
-        self._served += 1
         self._last_good = now
         self._unserved = 0
         if not self.enabled:
@@ -297,7 +291,7 @@ class AsyncretryRateController:
     def _step_outage(self, event: _Throttle) -> bool:
         """Nothing served for a whole window, with enough answers to tell: an outage, not a capacity. Not for
         a client never served: throttled from its first request on, it has not won a share yet."""
-        if self._served == 0 or not self._no_service(event.now):
+        if self._good.total == 0 or not self._no_service(event.now):
             return False
         self._enter_outage(event.now)
         return True
@@ -412,13 +406,13 @@ class AsyncretryRateController:
         # bucket is spent, and the slot takes its burst as a slot's worth of its rate.
         first, window = self._first_response, self._window
         served, answered = self._good.rate_so_far(now, first, window), self._responses.rate_so_far(now, first, window)
-        counted = float(self._served)
+        counted = float(self._good.total)
         sent_share = config.min_repeat_decrease * answered
         if served <= 0.0:
             # Throttled before any success (one client of a fleet that started together): start from
             # a share of what was sent, not at the floor with nothing measured to grow from.
             served = start_rate(served, answered, min_repeat_decrease=config.min_repeat_decrease)
-        elif self._served < _LUCKY_START and self._few > 0:
+        elif self._good.total < _LUCKY_START and self._few > 0:
             # A success or two (one client of a fleet, served in the first round trip while most were
             # throttled) is luck, not capacity: no more than the share a throttled client starts from.
             served, counted = min(served, sent_share), 0.0
@@ -443,9 +437,9 @@ class AsyncretryRateController:
         for mark_sent, mark_served, mark_answered in reversed(self._marks):
             if mark_sent <= sent - reaction:
                 # The server's bucket was empty at both throttles: what it admitted in between is its rate.
-                counted = self._served - mark_served
+                counted = self._good.total - mark_served
                 capacity = counted / (sent - mark_sent)
-                answered = self._answered - mark_answered
+                answered = self._responses.total - mark_answered
                 if answered < 0.5 * self.last_max_rate * (sent - mark_sent):
                     # This client sent far less than its estimate allowed (it slept in a backoff, or had
                     # little to send): what it got is its demand, not the server's capacity.
@@ -548,9 +542,9 @@ class AsyncretryRateController:
     def _mark(self, sent: float) -> None:
         marks = self._marks
         if marks and sent - marks[-1][0] < self._width:
-            marks[-1] = (sent, self._served, self._answered)  # one reference per slot is enough
+            marks[-1] = (sent, self._good.total, self._responses.total)  # one reference per slot is enough
         else:
-            marks.append((sent, self._served, self._answered))
+            marks.append((sent, self._good.total, self._responses.total))
         while marks[0][0] < sent - self._horizon:
             marks.popleft()
 

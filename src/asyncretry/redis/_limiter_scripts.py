@@ -261,10 +261,13 @@ local function recovery_after(capacity, counted)
 end
 local function start_up()
   -- start_up: start from what the fleet was served so far (or a share of what it sent), not from the floor
-  local since, served, answered = now - v.first, rate('g', window), rate('a', window)
-  if since + width <= window then
-    -- every answer so far, over the time since the first and the slot it came in (as the controller)
-    served, answered = v.srv / (since + width), v.ans / (since + width)
+  -- every answer so far, over the time since the first plus a slot; past a window, the last window's rate
+  -- (as the controller's counters, SlidingCounter.rate_so_far)
+  local so_far, served, answered = now - v.first + width, 0, 0
+  if so_far <= window then
+    served, answered = v.srv / so_far, v.ans / so_far
+  else
+    served, answered = rate('g', window), rate('a', window)
   end
   local base = start_rate(served, answered, min_cut)
   -- a later answer of the same round trip may raise the start, never lower it
