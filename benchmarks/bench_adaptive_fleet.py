@@ -40,7 +40,7 @@ Per cell, medians over the seeds (worst seed in brackets):
 * starved: clients without a success (worst seed);
 * small: heterogeneous demand, the lowest share of its calls a small client got served (worst seed);
   ``--grace S`` counts only the calls it asked for at least S seconds before the end of the run, so that a
-  call still waiting for a short turn when the run stops is not counted as lost;
+  call still waiting for a short turn (or in a retry's backoff) when the run stops is not counted as lost;
 * recover: step runs, seconds after each step until the served rate (1 s windows) is within 10% of
   what uncoordinated clients can get from the new capacity, the longer of the two (worst seed).
 
