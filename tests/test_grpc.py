@@ -311,7 +311,8 @@ async def test_a_hedged_call_that_never_answers_ends_at_its_deadline(server: tup
             await ch.unary_unary(f"/{SERVICE}/Unary")(b"x", timeout=0.5)
     assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
     assert [s.attempts_before for s in app.seen] == [None, "1"]
-    assert all(s.time_remaining is not None and s.time_remaining <= 0.5 for s in app.seen)
+    # The server sees the deadline to its clock's precision: up to a millisecond or two more than 500 ms.
+    assert all(s.time_remaining is not None and s.time_remaining <= 0.5 + 0.005 for s in app.seen)
 
 
 async def test_a_hedged_call_at_its_deadline_ends_with_grpcs_error_and_its_history(

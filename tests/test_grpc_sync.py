@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.timeout(30)]
 
 FAST = RetryPolicy(max_attempts=4, backoff=FixedBackoff(0.001), throttling_backoff=FixedBackoff(0.001))
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+WIRE_GRANULARITY = 0.02  # a timeout over 1 s goes in 10 ms steps, rounded up; the server adds its clock's error
 
 
 class Server:
@@ -78,13 +79,21 @@ def channel(target: str, **options: Any) -> grpc.Channel:
 
 def test_a_transient_status_is_retried_with_the_time_left(server: tuple[Server, str]) -> None:
     """UNAVAILABLE twice, then the answer: three calls, the retries carrying grpc-previous-rpc-attempts,
-    every attempt sent with at most the call's timeout."""
+    every attempt sent with at most the call's timeout, and each retry with the time left after the backoff.
+
+    The server sees a deadline to gRPC's precision (over a second, a timeout is sent in steps of 10 ms, rounded
+    up, and the server's clock adds its own error), so the bounds allow that much."""
     app, target = server
     app.script = [UNAVAILABLE, UNAVAILABLE]
-    with channel(target) as ch:
+    policy = FAST.replace(backoff=FixedBackoff(0.2))
+    with channel(target, policy=policy) as ch:
         assert ch.unary_unary("/t.Test/Unary")(b"x", timeout=5.0) == b"x"
     assert [seen[0] for seen in app.seen] == [None, "1", "2"]
-    assert all(seen[1] is not None and seen[1] <= 5.0 for seen in app.seen)
+    left = [seen[1] for seen in app.seen]
+    assert all(remaining is not None and remaining <= 5.0 + WIRE_GRANULARITY for remaining in left)
+    assert left[1] is not None
+    assert left[2] is not None
+    assert left[2] <= left[1] - 0.2 + WIRE_GRANULARITY <= 5.0 - 0.2 + 2 * WIRE_GRANULARITY
 
 
 def test_a_final_error_is_grpcs_own_with_the_history(server: tuple[Server, str]) -> None:
