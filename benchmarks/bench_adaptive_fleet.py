@@ -23,13 +23,14 @@ heterogeneous (a quarter of the clients want 4x the fair share, the rest 0.5x, a
 profile, the ``"independent"`` and ``"fair"`` profiles, the SDK-exact ``"aws"`` profile, no limiter (standard
 mode) and a plain AIMD limiter (+1/s per second, x0.7 per congestion event); variants take settings after a
 colon (``fair:fair_exponent=0+fair_probe=4``, ``independent:share_exponent=0.5``, ``asyncretry:fair_count=6``)
-or leave rules of the default profile out (``asyncretry-without:RULE+RULE``); ``asyncretry-start:W`` is the
-default profile sending at most W attempts beyond twice the answers until its first throttle (a start
-window, as TCP's slow start). ``--known-rate F`` puts a fixed rate limit of F times each limiter's share of
-R (burst one call) in front of it, as a service that knows its quota sets. ``--light-floor F`` gives each
-light client of a heterogeneous cell a limiter that never paces it below F times its demand (its
-``min_fill_rate``, and ``fair_floor`` for the ``"fair"`` profile), as a service that knows its own steady
-rate can set. Cells fan out over processes (``--jobs``); time is virtual.
+or leave rules of the default profile out (``asyncretry-without:RULE+RULE``; ``asyncretry-paced`` also drops
+the engine's backoff once the limiter paces; both take settings too: ``asyncretry-paced:fair_step=4``);
+``asyncretry-start:W`` is the default profile sending at most W attempts beyond twice the answers until its
+first throttle (a start window, as TCP's slow start). ``--known-rate F`` puts a fixed rate limit of F times
+each limiter's share of R (burst one call) in front of it, as a service that knows its quota sets.
+``--light-floor F`` gives each light client of a heterogeneous cell a limiter that never paces it below F
+times its demand (its ``min_fill_rate``, and ``fair_floor`` for the ``"fair"`` profile), as a service that
+knows its own steady rate can set. Cells fan out over processes (``--jobs``); time is virtual.
 
 Per cell, medians over the seeds (worst seed in brackets):
 
@@ -202,6 +203,21 @@ class Run:
     recover: float
 
 
+def _variant_items(controller: str) -> tuple[set[str], dict[str, float]]:
+    """The rules left out and the settings of a default-profile variant: after the colon, ``+``-separated
+    rule names and ``KEY=VALUE`` settings (``asyncretry-paced:fair_step=4``)."""
+    left_out: set[str] = set()
+    options: dict[str, float] = {}
+    if ":" in controller:
+        for item in controller.split(":", 1)[1].split("+"):
+            if "=" in item:
+                key, value = item.split("=")
+                options[key] = float(value)
+            else:
+                left_out.add(item)
+    return left_out, options
+
+
 def _rules(controller: str) -> frozenset[str] | None:
     """The rules of a default-profile variant named ``asyncretry-without:RULE+RULE`` or ``asyncretry-paced``
     (the rest of the name as before, plus ``pace_without_backoff``: once enabled, no throttle needs an engine
@@ -209,9 +225,7 @@ def _rules(controller: str) -> frozenset[str] | None:
     if not controller.startswith(("asyncretry-without:", "asyncretry-paced")):
         return None
     paced = {"pace_without_backoff"} if controller.startswith("asyncretry-paced") else set()
-    if ":" not in controller:
-        return frozenset(RULES) | paced
-    left_out = set(controller.split(":", 1)[1].split("+"))
+    left_out, _ = _variant_items(controller)
     unknown = left_out - set(RULES)
     if unknown:
         raise SystemExit(f"unknown rules {sorted(unknown)}: choose from {', '.join(RULES)}")
@@ -220,13 +234,11 @@ def _rules(controller: str) -> frozenset[str] | None:
 
 def _config(controller: str) -> AdaptiveLimiterConfig:
     """The profile named before the colon, with constants from a name like ``fair:fair_step=2+fair_decrease=0.7``
-    or ``asyncretry:fair_count=6``."""
-    options = {}
-    if ":" in controller:
-        for pair in controller.split(":", 1)[1].split("+"):
-            key, value = pair.split("=")
-            options[key] = float(value)
+    or ``asyncretry:fair_count=6``; a default-profile variant's settings (``asyncretry-paced:fair_step=4``)."""
+    _, options = _variant_items(controller)
     profile = controller.split(":", 1)[0]
+    if _rules(controller) is not None:
+        profile = "asyncretry"
     return AdaptiveLimiterConfig(profile=profile, **options)
 
 
@@ -235,7 +247,7 @@ def _policy(controller: str) -> RetryPolicy:
         return RetryPolicy.aws_adaptive()
     if controller == "none":
         return RetryPolicy()
-    if controller.startswith(("fair", "independent", "asyncretry:")):
+    if controller.startswith(("fair", "independent", "asyncretry:", "asyncretry-without:", "asyncretry-paced")):
         return RetryPolicy(mode="adaptive", limiter=_config(controller))
     return RetryPolicy(mode="adaptive")
 
@@ -513,7 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated, from asyncretry, independent, fair, aws, none, aimd; PROFILE:KEY=VALUE+... "
         "(asyncretry, independent or fair with those settings); asyncretry-without:RULE+RULE (a variant of "
         f"the default profile without those rules: {', '.join(RULES)}); asyncretry-paced[:RULE+RULE]: the same "
-        "with no engine backoff after any throttle; asyncretry-start:W: the default profile sending at most W "
+        "with no engine backoff after any throttle (both also take KEY=VALUE settings among the rules, as in "
+        "asyncretry-paced:fair_step=4); asyncretry-start:W: the default profile sending at most W "
         "attempts beyond twice the answers until the first throttle",
     )
     parser.add_argument("--seeds", type=int, help="seeds per cell (default 8)")
