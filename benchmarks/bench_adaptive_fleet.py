@@ -490,11 +490,11 @@ def _misses(run: Run, cell: Cell, reach: float) -> list[str]:
     return misses
 
 
-def _row(controller: str, runs: list[Run], cell: Cell, reach: float) -> str:
+def _row(controller: str, runs: list[Run], cell: Cell, reach: float, width: int = 10) -> str:
     goodput = [r.goodput for r in runs]
     throttled = [r.throttled for r in runs]
     jain = [r.jain for r in runs]
-    text = (f"  {controller:<10} goodput {_median(goodput):.2f} ({min(goodput):.2f})  "
+    text = (f"  {controller:<{width}} goodput {_median(goodput):.2f} ({min(goodput):.2f})  "
             f"thr% {100 * _median(throttled):4.1f} ({100 * max(throttled):4.1f})  "
             f"Jain {_median(jain):.2f} ({min(jain):.2f})  starved {max(r.starved for r in runs)}")
     if cell.demand != "equal":
@@ -590,11 +590,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.grace > 0.0:
         print(f"small: the calls asked for at least {args.grace:g} s before the end of the run")
     reach = {cell: cell_frontier(cell, duration) for cell in cells}
+    width = max(10, *(len(controller) for controller in controllers))  # the figures line up in columns
     for cell in cells:
         print(f"{cell.name()}  (uncoordinated clients can get {reach[cell]:.2f} R)")
         for controller in controllers:
             runs = [run for c, k, _, run in done if c == cell and k == controller]
-            print(_row(controller, runs, cell, reach[cell]))
+            print(_row(controller, runs, cell, reach[cell], width))
     print("cells where every seed meets every target; medians over all runs of goodput, thr%, Jain:")
     for controller in controllers:
         pairs = [(c, run) for c, k, _, run in done if k == controller]
@@ -602,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         goodput = _median([r.goodput for _, r in pairs])
         throttled = 100 * _median([r.throttled for _, r in pairs])
         jain = _median([r.jain for _, r in pairs])
-        print(f"  {controller:<10} {met}/{len(cells)} cells  goodput {goodput:.3f}  thr% {throttled:.1f}  "
+        print(f"  {controller:<{width}} {met}/{len(cells)} cells  goodput {goodput:.3f}  thr% {throttled:.1f}  "
               f"Jain {jain:.3f}")
     return 0
 
