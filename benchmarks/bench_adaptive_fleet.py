@@ -203,6 +203,10 @@ class Run:
     recover: float
 
 
+_VARIANTS = ("asyncretry-without:", "asyncretry-paced")
+"""The prefixes of the default-profile variants whose names list rules left out (and settings)."""
+
+
 def _variant_items(controller: str) -> tuple[set[str], dict[str, float]]:
     """The rules left out and the settings of a default-profile variant: after the colon, ``+``-separated
     rule names and ``KEY=VALUE`` settings (``asyncretry-paced:fair_step=4``)."""
@@ -222,7 +226,7 @@ def _rules(controller: str) -> frozenset[str] | None:
     """The rules of a default-profile variant named ``asyncretry-without:RULE+RULE`` or ``asyncretry-paced``
     (the rest of the name as before, plus ``pace_without_backoff``: once enabled, no throttle needs an engine
     backoff); ``None`` for the other controllers."""
-    if not controller.startswith(("asyncretry-without:", "asyncretry-paced")):
+    if not controller.startswith(_VARIANTS):
         return None
     paced = {"pace_without_backoff"} if controller.startswith("asyncretry-paced") else set()
     left_out, _ = _variant_items(controller)
@@ -235,11 +239,12 @@ def _rules(controller: str) -> frozenset[str] | None:
 def _config(controller: str) -> AdaptiveLimiterConfig:
     """The profile named before the colon, with constants from a name like ``fair:fair_step=2+fair_decrease=0.7``
     or ``asyncretry:fair_count=6``; a default-profile variant's settings (``asyncretry-paced:fair_step=4``)."""
-    _, options = _variant_items(controller)
-    profile = controller.split(":", 1)[0]
-    if _rules(controller) is not None:
-        profile = "asyncretry"
-    return AdaptiveLimiterConfig(profile=profile, **options)
+    left_out, options = _variant_items(controller)
+    if controller.startswith(_VARIANTS):
+        return AdaptiveLimiterConfig(profile="asyncretry", **options)
+    if left_out:
+        raise SystemExit(f"{controller!r}: settings take the form KEY=VALUE, got {sorted(left_out)}")
+    return AdaptiveLimiterConfig(profile=controller.split(":", 1)[0], **options)
 
 
 def _policy(controller: str) -> RetryPolicy:
@@ -247,7 +252,7 @@ def _policy(controller: str) -> RetryPolicy:
         return RetryPolicy.aws_adaptive()
     if controller == "none":
         return RetryPolicy()
-    if controller.startswith(("fair", "independent", "asyncretry:", "asyncretry-without:", "asyncretry-paced")):
+    if controller.startswith(("fair", "independent", "asyncretry:", *_VARIANTS)):
         return RetryPolicy(mode="adaptive", limiter=_config(controller))
     return RetryPolicy(mode="adaptive")
 
@@ -490,7 +495,7 @@ def _misses(run: Run, cell: Cell, reach: float) -> list[str]:
     return misses
 
 
-def _row(controller: str, runs: list[Run], cell: Cell, reach: float, width: int = 10) -> str:
+def _row(controller: str, runs: list[Run], cell: Cell, reach: float, width: int) -> str:
     goodput = [r.goodput for r in runs]
     throttled = [r.throttled for r in runs]
     jain = [r.jain for r in runs]
