@@ -26,6 +26,7 @@ BENCHMARKS = (
     ("bench_limiter", "adaptive limiter bookkeeping vs botocore's ClientRateLimiter"),
     ("adaptive_sim", "adaptive profiles in virtual time, AWS vs asyncretry"),
     ("bench_adaptive_fleet", "fleets of independent clients over a grid, beside aws, no limiter and AIMD"),
+    ("bench_quota_window", "fleets against a fixed-window quota that announces itself (RateLimit headers)"),
     ("bench_budget", "retry budget vs AWS quota vs tenacity: outage load, brown-out goodput"),
     ("bench_scopes", "a new scope key at 1,000 / 10,000 / 50,000 live scopes"),
     ("bench_sync", "the synchronous decorator vs tenacity's and stamina's"),

@@ -239,7 +239,8 @@ def _rules(controller: str) -> frozenset[str] | None:
 def _config(controller: str) -> AdaptiveLimiterConfig:
     """The profile named before the colon, with constants from a name like ``fair:fair_step=2+fair_decrease=0.7``
     or ``asyncretry:fair_count=6``; a default-profile variant's settings (``asyncretry-paced:fair_step=4``)."""
-    left_out, options = _variant_items(controller)
+    left_out, numbers = _variant_items(controller)
+    options: dict[str, Any] = dict(numbers)  # numeric settings only: the config checks each
     if controller.startswith(_VARIANTS):
         return AdaptiveLimiterConfig(profile="asyncretry", **options)
     if left_out:

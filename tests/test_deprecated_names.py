@@ -95,7 +95,7 @@ def test_public_methods_follow_the_async_first_rule(module_name: str) -> None:
     assert not bad, f"{module_name}: {bad}"
 
 
-IRREGULAR_PAST = {"GaveUp", "HedgeSent", "BackendLost"}
+IRREGULAR_PAST = {"GaveUp", "HedgeSent", "BackendLost", "LimiterHeld"}
 
 
 def test_events_are_named_as_past_facts() -> None:

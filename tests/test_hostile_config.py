@@ -54,11 +54,12 @@ HOSTILE: list[Any] = [
 ]
 
 # Besides exceptions, enums, protocols, events and statistics (found by type below), the records the library
-# builds and hands out (histories, outcomes, attempts) hold what they are given and are not settings; and
+# builds and hands out (histories, outcomes, attempts, the quotas servers announce) hold what they are given
+# and are not settings; and
 # VirtualTimeEventLoop is an event loop, made by asyncretry.testing.virtual_time_loop(). Instrumentation is
 # made by asyncretry.otel.instrument(), which is driven instead (see FACTORIES).
 NOT_SETTINGS = {
-    "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "GiveUpInfo", "Instrumentation", "Outcome",
+    "AnnouncedQuota", "Attempt", "AttemptRecord", "Attempts", "EnvSettings", "GiveUpInfo", "Instrumentation", "Outcome",
     "RetryHistory", "RetryInfo", "RetrierStatistics", "ScopeStatistics", "SyncAttempts", "VirtualTimeEventLoop",
     *integrations.NOT_SETTINGS,
 }

@@ -101,6 +101,8 @@ def test_before_any_throttle_the_limiter_is_disabled_at_the_minimum_rate() -> No
         timeouts=0,
         waiting=0,
         rule=None,
+        held=0.0,
+        holds=0,
     )
     assert limiter.config == AWS
 

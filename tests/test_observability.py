@@ -28,6 +28,7 @@ from asyncretry import (
     EventBus,
     FixedBackoff,
     GaveUp,
+    LimiterHeld,
     LimiterRateChanged,
     NoBackoff,
     QuotaExhausted,
@@ -54,6 +55,7 @@ CATALOGUE: dict[type[Event], int] = {
     QuotaRestored: logging.INFO,
     Throttled: logging.DEBUG,
     LimiterRateChanged: logging.INFO,
+    LimiterHeld: logging.INFO,
     BreakerStateChanged: logging.WARNING,
     ScopeEvicted: logging.DEBUG,
 }
@@ -110,6 +112,7 @@ async def test_every_event_of_the_catalogue_is_emitted_by_the_real_objects() -> 
     recorder = Recorder(bus)
     policy = RetryPolicy(
         mode="adaptive", backoff=NoBackoff(), throttling_backoff=NoBackoff(),
+        limiter=AdaptiveLimiterConfig(hold_spent_quota=True),
         quota=RetryQuotaConfig(max_capacity=5, retry_cost=5, throttling_retry_cost=5, timeout_retry_cost=5),
         breaker=CircuitBreakerConfig(failure_ratio=None, consecutive_failures=2, break_duration=1.0),
     )
@@ -124,13 +127,19 @@ async def test_every_event_of_the_catalogue_is_emitted_by_the_real_objects() -> 
     for _ in range(5):  # each success gives the quota one token back: five restore it
         assert await retrier.call_in("a", failing()) == "ok"
     assert await retrier.call_in("b", failing()) == "ok"  # a second scope, with max_scopes=1, evicts "a"
+    # A throttle that announces the quota spent for 2 s: the limiter holds, the retry waits for the reset.
+    spent = ServiceError("SlowDown")
+    spent.headers = {"RateLimit": '"q";r=0;t=2'}  # type: ignore[attr-defined]  # as aiohttp's errors carry them
+    assert await retrier.call_in("b", failing(spent)) == "ok"
     assert {type(e) for e in recorder.events} == set(CATALOGUE)
     assert [type(e).__name__ for e in recorder.events if not isinstance(e, (AttemptFinished, LimiterRateChanged))] == [
         "Throttled", "RetryScheduled",
         "Throttled", "BreakerStateChanged", "QuotaExhausted", "GaveUp",
         "BreakerStateChanged", "BreakerStateChanged", "QuotaRestored",
         "ScopeEvicted",
+        "Throttled", "LimiterHeld", "RetryScheduled",
     ]
+    assert [(e.source, e.seconds, e.reason) for e in recorder.of(LimiterHeld)] == [("b", 2.0, "SlowDown")]
     assert [(e.old_state, e.new_state) for e in recorder.of(BreakerStateChanged)] == [
         ("closed", "open"), ("open", "half_open"), ("half_open", "closed"),
     ]
@@ -140,7 +149,7 @@ async def test_every_event_of_the_catalogue_is_emitted_by_the_real_objects() -> 
     assert [e.source for e in recorder.of(ScopeEvicted)] == ["a"]
     # The first throttle came before any success: the rate starts from a share of what was sent (not the
     # floor); the second, sent after a wait for a token, cuts it; then the successes grow the rate.
-    changes = recorder.of(LimiterRateChanged)
+    changes = [e for e in recorder.of(LimiterRateChanged) if e.source == "a"]
     assert [e.throttled for e in changes[:3]] == [True, True, False]
     assert changes[0].new_rate > changes[0].old_rate
     assert changes[1].new_rate < changes[1].old_rate

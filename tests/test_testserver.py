@@ -61,6 +61,26 @@ async def test_the_capacity_admits_that_many_requests_per_second() -> None:
     assert (stats.requests, stats.ok, stats.throttled) == (6, 3, 3)
 
 
+async def test_the_quota_admits_that_many_requests_per_window_and_announces_what_is_left() -> None:
+    """quota=(3, 10 s): three answers per window, each announcing the requests left and the reset; then 429."""
+    clock = Clock()
+    app = FaultyApp(ServerConfig(quota=(3, 10.0), retry_after=None), clock=clock)
+    async with client_for(app) as client:
+        clock.now += 2.5
+        answers = [await client.get("/x") for _ in range(4)]
+        assert [a.status_code for a in answers] == [200, 200, 200, 429]
+        assert [a.headers["ratelimit"] for a in answers] == ['"window";r=2;t=8', '"window";r=1;t=8',
+                                                            '"window";r=0;t=8', '"window";r=0;t=8']
+        clock.now += 7.5  # the next window
+        assert await statuses(client, 4) == [200, 200, 200, 429]
+    app.configure(quota_headers="x-ratelimit")
+    async with client_for(app) as client:
+        clock.now += 10.25
+        answer = await client.get("/x")
+        assert (answer.headers["x-ratelimit-remaining"], answer.headers["x-ratelimit-reset-after"]) == ("2", "9.750")
+    assert app.statistics().throttled == 2
+
+
 async def test_the_capacity_follows_its_schedule() -> None:
     """capacity_schedule changes the limit over time; None lifts it."""
     clock = Clock()
@@ -161,6 +181,9 @@ async def test_configure_and_reset() -> None:
         ({"error_rate": 2.0}, "error_rate"),
         ({"slow_delay": -0.1}, "slow_delay"),
         ({"body_size": -1}, "body_size"),
+        ({"quota": (0, 1.0)}, r"quota\[0\]"),
+        ({"quota": (5, 0.0)}, r"quota\[1\]"),
+        ({"quota_headers": "github"}, "quota_headers"),
     ],
 )
 async def test_bad_settings_are_refused_naming_the_field(changes: dict[str, Any], match: str) -> None:

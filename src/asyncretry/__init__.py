@@ -24,6 +24,7 @@ from ._events import Event as Event
 from ._events import EventBus as EventBus
 from ._events import GaveUp as GaveUp
 from ._events import HedgeSent as HedgeSent
+from ._events import LimiterHeld as LimiterHeld
 from ._events import LimiterRateChanged as LimiterRateChanged
 from ._events import LimiterRule as LimiterRule
 from ._events import Listener as Listener
@@ -181,6 +182,7 @@ __all__ = [
     "HedgingConfig",
     "Judge",
     "Label",
+    "LimiterHeld",
     "LimiterRateChanged",
     "LimiterRule",
     "LimiterStatistics",

@@ -43,6 +43,7 @@ __all__ = [
     "GaveUp",
     "HedgeSent",
     "Listener",
+    "LimiterHeld",
     "LimiterRateChanged",
     "LimiterRule",
     "QuotaExhausted",
@@ -344,6 +345,25 @@ class LimiterRateChanged(Event):
         is capped by ``max_rate_growth`` times what the client really sent (a client that sends less than its
         rate allows); that is not a cut."""
         return self.new_rate < self.old_rate and self.rule not in _GROWTH
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimiterHeld(Event):
+    """A limiter admits nothing until the quota a server announced is fresh again.
+
+    The server said that none of its quota is left until a reset (``RateLimit: "default";r=0;t=30``,
+    ``X-RateLimit-Remaining: 0`` with its reset); every task that shares the limiter waits for it.
+    Emitted when a hold begins or grows longer (an announcement that ends sooner changes nothing).
+
+    Attributes:
+        seconds: how long the limiter holds from now (the reset, cut to the policy's ``max_server_delay``).
+        reason: the response that announced it (``"HTTP 429"``, ``"HTTP 200"`` ...).
+    """
+
+    level: ClassVar[int] = logging.INFO
+
+    seconds: float
+    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,11 +8,13 @@ each request is decided in this order (the first rule that applies wins):
    headers, so its script plays out across the retries); after the script, the rules below apply;
 2. the server's script (:attr:`ServerConfig.script`): the faults of the first requests, in arrival order;
 3. a burst window (:attr:`ServerConfig.bursts`): every request inside it gets ``burst_status`` (503);
-4. the capacity (:attr:`ServerConfig.capacity`, :attr:`ServerConfig.capacity_schedule`): a token bucket
+4. the quota (:attr:`ServerConfig.quota`): a fixed window admitting that many requests, announced in
+   every answer (``RateLimit``, or ``X-RateLimit-*``); the rest of a spent window gets 429;
+5. the capacity (:attr:`ServerConfig.capacity`, :attr:`ServerConfig.capacity_schedule`): a token bucket
    admitting that many requests per second; the others get 429 with ``Retry-After``;
-5. random faults drawn from a seeded generator (``reset_rate``, ``error_rate``, ``truncate_rate``,
+6. random faults drawn from a seeded generator (``reset_rate``, ``error_rate``, ``truncate_rate``,
    ``slow_rate``);
-6. ``"ok"``: 200 with a small JSON body.
+7. ``"ok"``: 200 with a small JSON body.
 
 The faults (:data:`FAULTS`, or any status code as digits, such as ``"503"``):
 
@@ -61,6 +63,8 @@ from ._faultserver import FaultServer as FaultServer
 from ._validate import as_seconds, check_int, check_number, check_seconds
 
 __all__ = ["FAULTS", "FaultServer", "FaultyApp", "Received", "ServerConfig", "ServerStatistics"]
+
+_QUOTA_STYLES = ("ratelimit", "x-ratelimit")
 
 FAULTS: tuple[str, ...] = ("ok", "slow", "reset", "close", "truncate")
 """The named faults; any HTTP status code written as digits (``"503"``) is a fault too."""
@@ -116,6 +120,12 @@ class ServerConfig:
         latency: seconds every answer waits (default 0).
         body_size: the least size of an ``"ok"`` body in bytes (padded with spaces; default 0).
         seed: the seed of the random faults (default 0), so that a run can be repeated.
+        quota: ``(requests, seconds)``: a fixed-window quota, the first ``requests`` of each window of
+            ``seconds`` from the start admitted, the others answered ``throttle_status``; every answer
+            announces the window's remaining count and reset. ``None`` (default): no quota.
+        quota_headers: how the quota is announced: ``"ratelimit"`` (the IETF ``RateLimit`` field,
+            ``"window";r=...;t=...`` with the reset in whole seconds, rounded up) or ``"x-ratelimit"``
+            (``X-RateLimit-Remaining`` and ``X-RateLimit-Reset-After`` in seconds with a fraction).
     """
 
     capacity: float | None = None
@@ -134,6 +144,8 @@ class ServerConfig:
     latency: float | timedelta = 0.0
     body_size: int = 0
     seed: int = 0
+    quota: tuple[int, float] | None = None
+    quota_headers: str = "ratelimit"
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -170,6 +182,13 @@ class ServerConfig:
         s(self, "latency", check_seconds("latency", self.latency))
         check_int("body_size", self.body_size, low=0, high=64 * 1024 * 1024)
         check_int("seed", self.seed)
+        if self.quota is not None:
+            requests, seconds = self.quota
+            s(self, "quota", (check_int("quota[0]", requests, low=1),
+                              check_seconds("quota[1]", seconds, low=0.0, low_open=True)))
+        if self.quota_headers not in _QUOTA_STYLES:
+            raise ValueError(f"quota_headers must be one of {', '.join(map(repr, _QUOTA_STYLES))}, "
+                             f"got {self.quota_headers!r}")
 
     def capacity_at(self, elapsed: float) -> float | None:
         """The capacity (requests per second) in force ``elapsed`` seconds after the start."""
@@ -284,6 +303,7 @@ class FaultyApp:
         self._start = self._clock()
         self._rng = random.Random(self._config.seed)
         self._capacity = _Capacity()
+        self._window = (-1, 0)  # the quota's window (its number since the start) and the requests it admitted
         self._received: list[Received] = []
         self._arrivals: Counter[str] = Counter()
         self._counts: Counter[str] = Counter()
@@ -372,17 +392,19 @@ class FaultyApp:
         body = await _read_body(receive)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         with self._lock:
-            record, config = self._decide(scope, headers, body)
+            record, config, announced = self._decide(scope, headers, body)
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
         try:
-            await self._act(record, config, receive, send)
+            await self._act(record, config, receive, send, announced)
         finally:
             with self._lock:
                 self._in_flight -= 1
 
-    def _decide(self, scope: Scope, headers: dict[str, str], body: bytes) -> tuple[Received, ServerConfig]:
-        """Choose the fault of one request and record it (under the lock)."""
+    def _decide(
+        self, scope: Scope, headers: dict[str, str], body: bytes
+    ) -> tuple[Received, ServerConfig, list[tuple[bytes, bytes]]]:
+        """Choose the fault of one request and record it (under the lock); the quota's announcement."""
         config = self._config
         now = self._clock() - self._start
         request_id = headers.get("x-request-id")
@@ -397,7 +419,29 @@ class FaultyApp:
             request_id=request_id, arrival=arrival, body=body, fault=fault,
         )
         self._received.append(record)
-        return record, config
+        return record, config, self._announcement(config, now)
+
+    def _spend(self, quota: tuple[int, float], now: float) -> bool:
+        """Take one request from the quota's window at ``now``; whether the window had one left."""
+        window = int(now // quota[1])
+        number, used = self._window
+        if window != number:
+            used = 0
+        self._window = window, used + (used < quota[0])
+        return used < quota[0]
+
+    def _announcement(self, config: ServerConfig, now: float) -> list[tuple[bytes, bytes]]:
+        """The quota's headers as of ``now`` (none without a quota)."""
+        if config.quota is None:
+            return []
+        requests, seconds = config.quota
+        window, used = self._window
+        if window != int(now // seconds):  # no request counted in this window yet
+            window, used = int(now // seconds), 0
+        left, reset = requests - used, (window + 1) * seconds - now
+        if config.quota_headers == "ratelimit":
+            return [(b"ratelimit", f'"window";r={left};t={math.ceil(reset)}'.encode())]
+        return [(b"x-ratelimit-remaining", str(left).encode()), (b"x-ratelimit-reset-after", f"{reset:.3f}".encode())]
 
     def _fault(self, config: ServerConfig, script: str | None, arrival: int, number: int, now: float) -> str:
         if script:
@@ -409,6 +453,8 @@ class FaultyApp:
         for start, length in config.bursts:
             if start <= now < start + length:
                 return str(config.burst_status)
+        if config.quota is not None and not self._spend(config.quota, now):
+            return str(config.throttle_status)
         if not self._capacity.admit(config.capacity_at(now), config.capacity_burst, now):
             return str(config.throttle_status)
         rng = self._rng
@@ -426,7 +472,9 @@ class FaultyApp:
         with self._lock:
             self._counts.update(names)
 
-    async def _act(self, record: Received, config: ServerConfig, receive: Receive, send: Send) -> None:
+    async def _act(
+        self, record: Received, config: ServerConfig, receive: Receive, send: Send, announced: list[tuple[bytes, bytes]]
+    ) -> None:
         fault = record.fault
         latency = as_seconds(config.latency)
         if fault == "slow":
@@ -445,17 +493,17 @@ class FaultyApp:
             if fault == "truncate":
                 connection = _connection_of(send)
                 content += b" " * max(0, 64 - len(content))
-                await send({"type": "http.response.start", "status": 200, "headers": _headers(len(content))})
+                await send({"type": "http.response.start", "status": 200, "headers": _headers(len(content), announced)})
                 await send({"type": "http.response.body", "body": content[: len(content) // 2], "more_body": True})
                 connection.abort_connection(reset=False)
                 self._count("truncated")
                 await _wait_disconnect(receive)
                 return
-            await _respond(send, 200, content, ())
+            await _respond(send, 200, content, announced)
             self._count("answered", "ok")
             return
         status = int(fault)
-        extra: list[tuple[bytes, bytes]] = []
+        extra = list(announced)
         if status == config.throttle_status:
             code = "TooManyRequestsException"
             if config.retry_after is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -425,6 +426,17 @@ class Call:
             return min(max(server, delay), delay + 5.0, max(cap, delay)), True
         return min(server, cap), True
 
+    def hold_of(self, outcome: Outcome) -> float | None:
+        """How long the scope's limiter must hold every caller after ``outcome``: the time until the
+        quota the server announced spent is fresh, cut to ``max_server_delay``; ``None`` (no hold) unless
+        the policy's limiter has ``hold_spent_quota``."""
+        reset = outcome.quota_reset
+        policy = self.policy
+        limiter = policy.limiter_config
+        if reset is None or limiter is None or not limiter.hold_spent_quota or not policy.honour_server_delay:
+            return None
+        return min(reset, _seconds(policy.max_server_delay))
+
     # -------------------------------------------------------------------------------- deadlines
     def left(self, now: float, outer: float | None) -> float | None:
         """Seconds left at ``now`` before the call's deadline or the caller's own (``outer`` seconds from
@@ -497,9 +509,7 @@ class Call:
         self.last_error = None
         outcome = self.outcome
         if outcome is not None and outcome.error is not None:
-            self.outcome = Outcome(
-                outcome.kind, outcome.reason, None, outcome.result, outcome.server_delay, outcome.server_delay_is_hint
-            )
+            self.outcome = replace(outcome, error=None)
 
     # -------------------------------------------------------------------------------- history
     def history(self, now: float | None = None) -> RetryHistory:

@@ -32,14 +32,14 @@ import ssl
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._exceptions import AsyncRetryError
 from .._primitives._kinds import OutcomeKind
 from .._validate import check_bool, check_items, check_str
 from ._botocore import AWS_TRANSIENT_STATUSES, amz_retry_after_of, botocore_error_kind, response_metadata, status_of
-from ._server_delay import server_delay_of
+from ._server_delay import server_directions_of
 
 __all__ = [
     "AWS_THROTTLING_CODES",
@@ -101,6 +101,9 @@ class Outcome:
         server_delay: a delay the server asked for (seconds), if any.
         server_delay_is_hint: ``True`` for AWS's ``x-amz-retry-after``, which is clamped to
             ``[backoff, backoff + 5]``; ``False`` for ``Retry-After``, which is followed (capped).
+        quota_reset: seconds until the quota the server announced is fresh again, when it announced
+            that none is left (``RateLimit: "default";r=0;t=30``, ``X-RateLimit-Remaining: 0`` ...);
+            the scope's limiter then holds every caller until then.
     """
 
     kind: OutcomeKind
@@ -109,6 +112,7 @@ class Outcome:
     result: Any = None
     server_delay: float | None = None
     server_delay_is_hint: bool = False
+    quota_reset: float | None = None
 
 
 ExceptionPredicate = Callable[[Exception], "OutcomeKind | bool | None"]
@@ -217,14 +221,20 @@ class Classifier:
         object.__setattr__(self, "_has_codes", bool(self.throttling_codes or self.transient_codes))
 
     def classify_error(self, error: Exception) -> Outcome:
-        """Classify an exception raised by an attempt (with the delay it asks for, when retryable)."""
+        """Classify an exception raised by an attempt, with the delay it asks for when retryable and the
+        reset of a quota it announces spent (the response it carries says so in its headers)."""
         outcome = self._error_kind(error)
-        if outcome.kind.retryable and outcome.server_delay is None:
-            delay = server_delay_of(error, self.wall_clock if self.wall_clock is not None else time.time)
-            if delay is not None:
-                return Outcome(outcome.kind, outcome.reason, error, server_delay=delay[0],
-                               server_delay_is_hint=delay[1])
-        return outcome
+        if outcome.server_delay is not None:
+            return outcome
+        delay, reset = server_directions_of(error, self.wall_clock if self.wall_clock is not None else time.time)
+        if not outcome.kind.retryable:
+            return outcome if reset is None else replace(outcome, quota_reset=reset)
+        if delay is None and reset is not None:
+            delay = reset, False
+        if delay is None:
+            return outcome
+        return Outcome(outcome.kind, outcome.reason, error, server_delay=delay[0], server_delay_is_hint=delay[1],
+                       quota_reset=reset)
 
     def _error_kind(self, error: Exception) -> Outcome:
         name = type(error).__name__

@@ -187,7 +187,7 @@ class _Race(Generic[T]):
             if not self.running:
                 self.value, self.error, self._ended = value, error, (attempt, now, outcome)
                 return
-            await self._report(attempt, outcome.kind, outcome.reason, now)
+            await self._report(attempt, outcome, now)
             call.overlapped(attempt.number, attempt._started, outcome, error, now)
             deliver(call)
             await _drop(self.discard, value)
@@ -264,11 +264,11 @@ class _Race(Generic[T]):
             return await self.send(attempt)
         raise attempt.timed_out(timeout)  # only reached when the time limit cancelled the send
 
-    async def _report(self, attempt: Attempt, kind: OutcomeKind, reason: str, now: float) -> None:
+    async def _report(self, attempt: Attempt, outcome: Outcome, now: float) -> None:
         """Tell the limiter and the breaker how an attempt ended (a hedge is never a probe)."""
         scope = self.call.scope
         if scope.reports:
-            pending = scope.report(kind, reason, attempt._started, 0, now)
+            pending = scope.report(outcome.kind, outcome.reason, attempt._started, 0, now, self.call.hold_of(outcome))
             if pending is not None:
                 await pending
 

@@ -173,19 +173,24 @@ class Scope:
 
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
     def report(
-        self, kind: OutcomeKind, reason: str, started: float, probe: int, now: float | None = None
+        self, kind: OutcomeKind, reason: str, started: float, probe: int, now: float | None = None,
+        hold: float | None = None,
     ) -> Awaitable[None] | None:
         """Tell the limiter and the breaker how an attempt ended.
 
         Returns what is left to await: a breaker kept on a server records the outcome in a round trip
         (the executor awaits it); ``None`` when every part answered at once. ``now``: the time the engine
         just read on its clock, if the caller has it; a local breaker takes it instead of reading its own
-        when the two clocks are the same (saves a read)."""
-        if self.limiter is not None:
+        when the two clocks are the same (saves a read). ``hold``: seconds the limiter must admit nothing,
+        the server having announced its quota spent (:meth:`Call.hold_of <._call.Call.hold_of>`)."""
+        limiter = self.limiter
+        if limiter is not None:
             # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
             # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
-            self.limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
-                                failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
+            limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
+                           failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
+            if hold is not None:
+                limiter.hold(hold, reason=reason)
         breaker = self.breaker
         if breaker is None:
             return None

@@ -1,4 +1,4 @@
-"""The delay a server asked for, read from any exception the engine classifies.
+"""The delay a server asked for, and a quota it announced spent, read from any exception the engine classifies.
 
 An exception asks for a delay by any of these, in this order (the first that gives one wins):
 
@@ -8,8 +8,12 @@ An exception asks for a delay by any of these, in this order (the first that giv
    carries: ``error.response.headers`` (httpx's ``HTTPStatusError``, and any error shaped like it);
 3. its own ``headers`` (aiohttp's ``ClientResponseError``).
 
+The same headers (2 and 3) are read for a quota the server announced spent (``RateLimit``,
+``X-RateLimit-*`` and the like, :func:`~asyncretry._http._quota_headers.announced_quota`): its reset
+holds the scope's limiter, and stands for the delay when none was asked.
+
 Nothing here imports an HTTP client: the attributes are read by their shape, and the header values go
-through the same parser as the HTTP integrations' (all forms, any bytes, never raises). The engine then
+through the same parsers as the HTTP integrations' (all forms, any bytes, never raise). The engine then
 treats the delay as it treats a response's: followed for a retryable outcome, cut to the policy's
 ``max_server_delay``, and never slept past the call's deadline.
 """
@@ -21,32 +25,46 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from .._http._quota_headers import QUOTA_HEADERS, announced_quota
 from .._http._retry_after import DELAY_HEADERS, LONGEST_DELAY, ServerDelay, server_delay
 
-__all__ = ["server_delay_of"]
+__all__ = ["server_directions_of"]
 
+_READ = DELAY_HEADERS + QUOTA_HEADERS
 _MOST_HEADERS = 1000  # a plain dict of headers is searched by name: never walk an unbounded one
 
 
-def server_delay_of(error: BaseException, wall_clock: Callable[[], float]) -> ServerDelay | None:
-    """``(seconds, is_hint)`` that ``error`` asks to wait before a retry, or ``None``; never raises.
+def server_directions_of(
+    error: BaseException, wall_clock: Callable[[], float]
+) -> tuple[ServerDelay | None, float | None]:
+    """What ``error`` asks of the next attempts; never raises.
+
+    Returns:
+        ``(delay, quota_reset)``: the ``(seconds, is_hint)`` to wait before a retry, or ``None``; and
+        the seconds until a quota the server announced spent is fresh, or ``None``. The headers of the
+        response the error carries are read first, then its own.
 
     Args:
         error: the exception an attempt raised.
-        wall_clock: the wall-clock time in seconds since the epoch (for HTTP-dates).
+        wall_clock: the wall-clock time in seconds since the epoch (for HTTP-dates and epoch resets).
     """
     try:
         delay = _attribute(getattr(error, "retry_after", None), wall_clock)
-        if delay is not None:
-            return delay
+        headers = None
         response = getattr(error, "response", None)
         if response is not None and not isinstance(response, Mapping):  # a botocore response is a dict
-            delay = _of_headers(getattr(response, "headers", None), wall_clock)
-            if delay is not None:
-                return delay
-        return _of_headers(getattr(error, "headers", None), wall_clock)
+            headers = _found(getattr(response, "headers", None))
+        if not headers:
+            headers = _found(getattr(error, "headers", None))
     except Exception:  # a property that raises: the error asked for nothing we can read
-        return None
+        return None, None
+    if not headers:
+        return delay, None
+    announced = announced_quota(headers, wall_clock)  # the parsers never raise
+    reset = announced.reset if announced is not None and announced.remaining == 0 else None
+    if delay is None:
+        delay = server_delay(headers, wall_clock)
+    return delay, reset
 
 
 def _attribute(value: object, wall_clock: Callable[[], float]) -> ServerDelay | None:
@@ -64,17 +82,18 @@ def _attribute(value: object, wall_clock: Callable[[], float]) -> ServerDelay | 
     return None
 
 
-def _of_headers(headers: object, wall_clock: Callable[[], float]) -> ServerDelay | None:
+def _found(headers: object) -> dict[str, str] | None:
+    """The delay and quota headers among ``headers`` (lower-case names), or ``None`` without any."""
     if headers is None or not hasattr(headers, "get"):
         return None
     found: dict[str, str] = {}
-    for name in DELAY_HEADERS:
+    for name in _READ:
         value = headers.get(name)  # httpx's Headers and aiohttp's CIMultiDict: case-insensitive
         if value is None and type(headers) is dict:
             value = _plain_get(headers, name)
         if isinstance(value, (str, bytes)):
             found[name] = _text(value)
-    return server_delay(found, wall_clock) if found else None
+    return found or None
 
 
 def _plain_get(headers: dict[Any, Any], name: str) -> Any:

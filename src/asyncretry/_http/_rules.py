@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 from .. import AWS_THROTTLING_CODES, AWS_TRANSIENT_CODES, Outcome, OutcomeKind
 from ._body import MAX_CODE_LENGTH, code_in_body
-from ._retry_after import server_delay
+from ._quota_headers import QUOTA_HEADERS, announced_quota
+from ._retry_after import DELAY_HEADERS, server_delay
 
 __all__ = [
     "IDEMPOTENT_METHODS",
@@ -59,7 +60,7 @@ class RequestLike(Protocol):
 # ------------------------------------------------------------------------------- headers and codes
 _READ = frozenset({
     b"x-amzn-errortype", b"content-length", b"content-type", b"content-encoding",
-    b"retry-after", b"retry-after-ms", b"x-amz-retry-after",
+    *(name.encode("ascii") for name in DELAY_HEADERS), *(name.encode("ascii") for name in QUOTA_HEADERS),
 })
 
 
@@ -227,12 +228,17 @@ class HttpRules:
             why = "may have reached the server; not idempotent"
         else:
             why = "not idempotent"
-        return Outcome(OutcomeKind.NOT_RETRYABLE, f"{outcome.reason} ({why})", outcome.error, outcome.result)
+        # A quota announced spent stays spent, whether or not this request may go again.
+        return Outcome(OutcomeKind.NOT_RETRYABLE, f"{outcome.reason} ({why})", outcome.error, outcome.result,
+                       quota_reset=outcome.quota_reset)
 
     # --------------------------------------------------------------------------- responses
-    def kind_of_status(self, status: int, code: str | None, response: object) -> tuple[OutcomeKind, str]:
+    def kind_of_status(
+        self, status: int, code: str | None, response: object, *, quota_spent: bool = False
+    ) -> tuple[OutcomeKind, str]:
         """The kind and reason of a response with this status and error code (``response`` is what the
-        ``retry_if_response`` predicate is given)."""
+        ``retry_if_response`` predicate is given). ``quota_spent``: the response announced that none of
+        the server's quota is left; a 403 that says so is a throttle (GitHub answers a spent quota so)."""
         if self.retry_if_response is not None:
             verdict = self.retry_if_response(response)
             if verdict is not None:
@@ -245,6 +251,8 @@ class HttpRules:
                 return _TRANSIENT, reason
         if status in self.throttling_statuses:
             return _THROTTLING, reason
+        if status == 403 and quota_spent:
+            return _THROTTLING, f"{reason} (quota spent)"
         if status in self.transient_statuses:
             return _TRANSIENT, reason
         if status >= 400:
@@ -256,7 +264,8 @@ class HttpRules:
         wall_clock: Callable[[], float],
     ) -> Outcome:
         """What a response says of its attempt: its kind from status and error code, the delay the server
-        asks (``Retry-After`` in all its forms) when it is retried.
+        asks (``Retry-After`` in all its forms) when it is retried, and the reset of a quota it announced
+        spent (:func:`~._quota_headers.announced_quota`; without a ``Retry-After``, a retry waits for it).
 
         Args:
             status: the response's status code.
@@ -266,12 +275,17 @@ class HttpRules:
             wall_clock: the wall-clock time in seconds since the epoch (for HTTP-dates).
         """
         code = error_code_of_response(headers, body) if status >= 400 else None
-        kind, reason = self.kind_of_status(status, code, response)
+        announced = announced_quota(headers, wall_clock)
+        reset = announced.reset if announced is not None and announced.remaining == 0 else None
+        kind, reason = self.kind_of_status(status, code, response, quota_spent=reset is not None)
         if kind.retryable:
             delay = server_delay(headers, wall_clock)
+            if delay is None and reset is not None:
+                delay = reset, False
             if delay is not None:
-                return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1])
-        return Outcome(kind, reason, result=response)
+                return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1],
+                               quota_reset=reset)
+        return Outcome(kind, reason, result=response, quota_reset=reset)
 
     def wants_error_body(self, status: int, headers: Mapping[str, str]) -> bool:
         """Whether the body of a response with this status and headers should be read for an error code."""

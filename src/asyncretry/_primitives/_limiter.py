@@ -25,9 +25,10 @@ from typing import ClassVar
 
 from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, LimiterRule, Throttled
 from .._exceptions import RateLimitTimeout
-from .._validate import check_callable, check_clock, check_instance, check_seconds, check_str
+from .._validate import as_seconds, check_callable, check_clock, check_instance, check_seconds, check_str
 from ._bucket import TokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
+from ._hold import Hold
 from ._limiter_config import AdaptiveLimiterConfig
 from ._rate_controller import RateController, new_rate_controller
 from ._waiter import in_event_loop
@@ -61,6 +62,9 @@ class LimiterStatistics:
         waiting: acquires waiting in line right now.
         rule: the rule of the profile that last set the fill rate (:data:`~asyncretry.LimiterRule`);
             ``None`` before any did.
+        held: seconds the limiter still holds every acquire for a quota the server announced spent
+            (:meth:`~AdaptiveRateLimiter.hold`); 0 when it does not hold.
+        holds: holds that began or were made longer.
     """
 
     name: str
@@ -79,6 +83,8 @@ class LimiterStatistics:
     timeouts: int
     waiting: int
     rule: LimiterRule | None
+    held: float
+    holds: int
 
 
 class AdaptiveRateLimiter:
@@ -117,6 +123,7 @@ class AdaptiveRateLimiter:
         "_config",
         "_control",
         "_events",
+        "_hold",
         "_rng",
         "_throttles",
         "_timeouts",
@@ -157,6 +164,7 @@ class AdaptiveRateLimiter:
         self._waits = 0
         self._wait_time = 0.0
         self._timeouts = 0
+        self._hold = Hold()
 
     @property
     def config(self) -> AdaptiveLimiterConfig:
@@ -199,8 +207,9 @@ class AdaptiveRateLimiter:
     async def acquire(self, *, timeout: float | timedelta | None = None) -> None:
         """Wait for permission to send one attempt.
 
-        Returns at once, without yielding, while no throttle has been seen. Once enabled, takes one
-        token from the bucket, waiting in line (first come, first served) if there is none.
+        Returns at once, without yielding, while no throttle has been seen and no :meth:`hold` runs.
+        Once enabled, takes one token from the bucket, waiting in line (first come, first served) if
+        there is none. While a hold runs, waits for its end first.
         A cancelled wait leaves no trace: the place in line passes to the next waiter.
 
         Args:
@@ -209,23 +218,32 @@ class AdaptiveRateLimiter:
 
         Raises:
             RateLimitTimeout: the token would not come within ``timeout`` (predicted up front, or
-                while waiting after a rate cut); no token was taken.
+                while waiting after a rate cut), or a hold runs past it; no token was taken.
             ValueError: ``timeout`` is negative or NaN.
         """
         if timeout is not None:
             timeout = check_seconds("timeout", timeout, allow_inf=True)
-        if not self._control.enabled:
+        if not (self._control.enabled or self._hold.set):
             self._acquires += 1
             return
         limit = timeout if timeout is not None else self._config.max_wait
-        started = self._clock.now()
+        seconds = None if limit is None else as_seconds(limit)
+        clock = self._clock
+        started = clock.now()
         try:
-            await self._bucket.acquire(1, timeout=limit)
+            if self._hold.set:
+                await self._hold.wait(clock, seconds, self.name)
+            if self._control.enabled:
+                left = None if seconds is None else max(0.0, seconds - (clock.now() - started))
+                await self._bucket.acquire(1, timeout=left)
+                if self._hold.set:  # a hold that began while this call waited in line: its token waits too
+                    left = None if seconds is None else max(0.0, seconds - (clock.now() - started))
+                    await self._hold.wait(clock, left, self.name)
         except RateLimitTimeout:
             self._timeouts += 1
             raise
         self._acquires += 1
-        waited = self._clock.now() - started
+        waited = clock.now() - started
         if waited > 0.0:
             self._waits += 1
             self._wait_time += waited
@@ -237,17 +255,41 @@ class AdaptiveRateLimiter:
         seen, or when a token is in the bucket and nobody waits in line (no overtaking). Synchronous and
         cheap, for a caller that tries it before every attempt and awaits :meth:`acquire` only when it
         returns ``False`` (the retry engine), or sleeps :meth:`time_until_available` (a sync caller).
+        ``False`` while a :meth:`hold` runs.
         """
+        if self._hold.set and self._hold.left(self._clock.now()) > 0.0:
+            return False
         if not self._control.enabled or self._bucket.try_acquire(1):
             self._acquires += 1
             return True
         return False
 
     def time_until_available(self) -> float:
-        """Seconds until :meth:`try_acquire` would succeed (0 while not enabled)."""
+        """Seconds until :meth:`try_acquire` would succeed (0 while not enabled and not held)."""
+        held = self._hold.left(self._clock.now()) if self._hold.set else 0.0
         if not self._control.enabled:
-            return 0.0
-        return self._bucket.time_until_available(1)
+            return held
+        return max(held, self._bucket.time_until_available(1))
+
+    def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> None:
+        """Admit nothing for ``seconds``: the server announced that its quota is spent until then.
+
+        Every :meth:`acquire` waits until the hold is over, whichever task calls it, and
+        :meth:`try_acquire` refuses; then the limiter admits as before (its rate is not changed: the
+        announcement says when the quota comes back, not how fast the server serves). A hold that
+        ends sooner than the one running changes nothing. The retry engine calls this when a response
+        announces its quota spent (``RateLimit``, ``X-RateLimit-*`` and the like: see
+        :func:`asyncretry.httpx.announced_quota`), cut to the policy's ``max_server_delay``.
+        Synchronous, never waits.
+
+        Args:
+            seconds: how long to hold from now, seconds (>= 0, finite) or a ``timedelta``.
+            reason: what announced it (``"HTTP 429"`` ...), for the :class:`~asyncretry.LimiterHeld` event.
+
+        Raises:
+            ValueError: ``seconds`` is negative, infinite or NaN.
+        """
+        self._hold.extend(self._clock.now(), seconds, self._events, self.name, reason)
 
     def backoff_after_throttle(self, delay: float) -> float:
         """How much of the engine's throttling backoff to sleep after the throttle just fed to :meth:`update`.
@@ -360,6 +402,8 @@ class AdaptiveRateLimiter:
             timeouts=self._timeouts,
             waiting=bucket.waiting,
             rule=control.rule,
+            held=self._hold.left(self._clock.now()) if self._hold.set else 0.0,
+            holds=self._hold.count,
         )
 
     def __repr__(self) -> str:

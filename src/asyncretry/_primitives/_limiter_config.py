@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .._validate import check_choice, check_number, check_seconds
+from .._validate import check_bool, check_choice, check_number, check_seconds
 
 __all__ = ["MAX_BURST", "PROFILES", "AdaptiveLimiterConfig", "as_seconds"]
 
@@ -63,6 +63,12 @@ class AdaptiveLimiterConfig:
             that a client that sends little does not build up an allowance it never tested; default 2.0.
         max_wait: how long :meth:`~asyncretry.AdaptiveRateLimiter.acquire` may wait for a token by
             default, seconds: 0 fails fast, ``None`` (the default) waits as long as needed.
+        hold_spent_quota: when an answer announces the server's quota spent (``RateLimit``,
+            ``X-RateLimit-*`` ...), the retry engine holds the limiter until the reset
+            (:meth:`~asyncretry.AdaptiveRateLimiter.hold`): every task that shares it waits. For a fleet of
+            processes with a limiter each and more demand than the quota; a single client with a backlog
+            is better off without it (the waiters go out together at the reset). Default ``False``: only
+            the call that met the spent quota waits for the reset.
 
     ``"aws"`` profile (SPEC section 5):
         beta: the factor the rate is multiplied by on a throttle, in ``(0, 1)``; default 0.7.
@@ -170,6 +176,7 @@ class AdaptiveLimiterConfig:
     min_capacity: float = 1.0
     max_rate_growth: float = 2.0
     max_wait: float | timedelta | None = None
+    hold_spent_quota: bool = False
     utilization: float = 0.95
     repeat_decrease: float = 0.7
     min_repeat_decrease: float = 0.25
@@ -207,6 +214,7 @@ class AdaptiveLimiterConfig:
         put(self, "min_capacity", check_number("min_capacity", self.min_capacity, low=1.0))
         if self.max_wait is not None:
             put(self, "max_wait", check_seconds("max_wait", self.max_wait, allow_inf=True))
+        check_bool("hold_spent_quota", self.hold_spent_quota)
         for field in ("utilization", "repeat_decrease", "fair_decrease"):
             value = getattr(self, field)
             put(self, field, check_number(field, value, low=0.0, high=1.0, low_open=True, high_open=True))

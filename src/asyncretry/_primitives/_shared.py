@@ -113,6 +113,10 @@ class RemoteLimiter(Protocol):
         """
         ...
 
+    def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> None:
+        """Admit nothing for ``seconds`` (the server announced its quota spent until then); synchronous."""
+        ...
+
     def statistics(self) -> LimiterStatistics: ...
 
 

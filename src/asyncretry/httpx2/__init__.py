@@ -10,6 +10,8 @@ See :class:`AsyncRetryTransport` (and its sync twin :class:`RetryTransport`) for
 from __future__ import annotations
 
 from .._deprecation import renamed_names as _renamed_names
+from .._http._quota_headers import AnnouncedQuota as AnnouncedQuota
+from .._http._quota_headers import announced_quota as announced_quota
 from .._http._retry_after import server_delay as server_delay
 from ._async._transport import AsyncRetryTransport as AsyncRetryTransport
 from ._classify import HttpClassifier as HttpClassifier
@@ -30,6 +32,7 @@ from ._sync._transport import RetryTransport as RetryTransport
 
 __all__ = [
     "EXTENSION",
+    "AnnouncedQuota",
     "AsyncRetryTransport",
     "AttemptTimeoutError",
     "BackendUnavailableError",
@@ -40,6 +43,7 @@ __all__ = [
     "RetryCapacityExceededError",
     "RetryInfo",
     "RetryTransport",
+    "announced_quota",
     "describe",
     "error_code_of_response",
     "fetch",

@@ -57,6 +57,7 @@ import redis.asyncio
 from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, LimiterRule, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
+from .._primitives._hold import Hold
 from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
 from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import as_seconds, check_seconds
@@ -165,6 +166,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_fallback",
         "_free_until",
         "_give",
+        "_hold",
         "_key_ttl_ms",
         "_last_answer",
         "_link",
@@ -254,6 +256,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         # that the fleet's limiter was enabled (infinite while it has not).
         self._free_until = math.inf
         self._view = _View(fill_rate=c.min_fill_rate, max_capacity=c.min_capacity)
+        self._hold = Hold()  # this process's: each process holds on what its own responses announce
 
     @property
     def config(self) -> AdaptiveLimiterConfig:
@@ -309,11 +312,22 @@ class RedisAdaptiveRateLimiter(_Linked):
         if timeout is not None:
             timeout = check_seconds("timeout", timeout, allow_inf=True)
         limit = timeout if timeout is not None else self._config.max_wait
+        max_wait = None if limit is None else as_seconds(limit)
+        if self._hold.set:
+            try:
+                held = await self._hold.wait(self._clock, max_wait, self.name)
+            except RateLimitTimeout:
+                self._timeouts += 1
+                raise
+            if held > 0.0:
+                self._waits += 1
+                self._wait_time += held
+                if max_wait is not None:
+                    max_wait = timeout = max(0.0, max_wait - held)
         now = self._clock.now()
         if not (self._view.enabled or self._throttled or now >= self._next_sync or self._link.degraded):
             self._acquires += 1
             return
-        max_wait = None if limit is None else as_seconds(limit)
         reply = await self._run(want=True, max_wait=max_wait)
         if reply is None:
             try:
@@ -377,13 +391,27 @@ class RedisAdaptiveRateLimiter(_Linked):
         self._wait_time += clock.now() - started
 
     def time_until_available(self) -> float:
-        """Estimate, from the last round trip, how long :meth:`acquire` would wait (0 while not enabled)."""
+        """Estimate, from the last round trip, how long :meth:`acquire` would wait (0 while not enabled
+        and not held)."""
+        held = self._hold.left(self._clock.now()) if self._hold.set else 0.0
         if self._link.degraded:
-            return self._fallback.time_until_available()
+            return max(held, self._fallback.time_until_available())
         view = self._view
         if not view.enabled:
-            return 0.0
-        return max(0.0, (1.0 - self._tokens()) / view.fill_rate)
+            return held
+        return max(held, (1.0 - self._tokens()) / view.fill_rate)
+
+    def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> None:
+        """Admit nothing in this process for ``seconds``: the server announced its quota spent until then.
+
+        As :meth:`AdaptiveRateLimiter.hold <asyncretry.AdaptiveRateLimiter.hold>`. The hold is this
+        process's: every process of the fleet reads the same announcement in its own next response,
+        and holds then. Synchronous, never waits, no round trip.
+
+        Raises:
+            ValueError: ``seconds`` is negative, infinite or NaN.
+        """
+        self._hold.extend(self._clock.now(), seconds, self._bus, self.name, reason)
 
     def update(
         self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
@@ -445,6 +473,8 @@ class RedisAdaptiveRateLimiter(_Linked):
             last_max_rate=view.last_max_rate if fleet else local.last_max_rate,
             last_throttle_time=view.last_throttle_time if fleet else local.last_throttle_time,
             rule=view.rule if fleet else local.rule,
+            held=self._hold.left(self._clock.now()) if self._hold.set else 0.0,
+            holds=self._hold.count,
             updates=self._updates,
             throttles=self._throttles,
             acquires=self._acquires,

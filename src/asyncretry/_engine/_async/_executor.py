@@ -48,7 +48,7 @@ async def settle(
     scope = call.scope
     try:
         if scope.reports:
-            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now)
+            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now, call.hold_of(outcome))
             if pending is not None:
                 await pending
         if outcome.kind is _SUCCESS:

@@ -50,7 +50,7 @@ def settle(
     scope = call.scope
     try:
         if scope.reports:
-            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now)
+            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now, call.hold_of(outcome))
             if pending is not None:
                 pending
         if outcome.kind is _SUCCESS:

@@ -1,0 +1,98 @@
+"""A real server on 127.0.0.1 with a fixed-window quota it announces: the clients hold instead of hammering it.
+
+The project's fault server (uvicorn) admits ``quota[0]`` requests per window and announces what is left in
+every answer. Through httpx and httpx2 (asyncio and trio) and aiohttp (asyncio only: aiohttp runs on
+asyncio), tasks sharing one client take at most one 429 each per spent window; with ``hold_spent_quota``
+the first answer that says the quota is spent holds the scope's limiter until the reset. Real time,
+bounded: a few seconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import aiohttp
+import anyio
+import httpx
+import pytest
+
+from asyncretry import AdaptiveLimiterConfig, RetryPolicy
+from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
+from asyncretry.aiohttp import RetryMiddleware
+from asyncretry.httpx import AsyncRetryTransport
+from conftest import fresh_app
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_time, pytest.mark.timeout(60)]
+
+POLICY = RetryPolicy(mode="adaptive", max_attempts=5)
+HOLDING = POLICY.replace(limiter=AdaptiveLimiterConfig(hold_spent_quota=True))
+TASKS = 5
+CALLS = 12  # each: 60 calls against 20 per window, three windows at least
+
+
+def windowed(server: FaultServer, style: str, seconds: float) -> FaultyApp:
+    return fresh_app(server, ServerConfig(quota=(20, seconds), quota_headers=style, retry_after=None))
+
+
+def throttled(app: FaultyApp) -> int:
+    """The requests the server answered 429, from its records (made before it answers: no race with the
+    counters it updates once an answer is sent)."""
+    return sum(1 for record in app.received() if record.fault == "429")
+
+
+def bound(app: FaultyApp, seconds: float) -> int:
+    """The most 429s the clients may take: one per task per window the run touched."""
+    return TASKS * (math.floor(app.statistics().elapsed / seconds) + 1)
+
+
+@pytest.mark.usefixtures("client_package")
+@pytest.mark.parametrize("policy", [POLICY, HOLDING], ids=["default", "hold"])
+@pytest.mark.parametrize(("style", "seconds", "calls"), [("x-ratelimit", 0.4, CALLS), ("ratelimit", 1.0, 6)])
+async def test_httpx_tasks_sharing_a_client_take_at_most_one_429_each_per_window(
+    server: FaultServer, style: str, seconds: float, calls: int, policy: RetryPolicy
+) -> None:
+    """60 calls against 20 per 0.4 s (the reset in seconds with a fraction), 30 against 20 per 1 s (IETF, the
+    reset in whole seconds)."""
+    app = windowed(server, style, seconds)
+    statuses: list[int] = []
+    transport = AsyncRetryTransport(policy=policy)
+    async with httpx.AsyncClient(transport=transport, base_url=server.url, timeout=10.0) as client:
+
+        async def worker() -> None:
+            for _ in range(calls):
+                statuses.append((await client.get("/items")).status_code)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(TASKS):
+                tg.start_soon(worker)
+    assert statuses == [200] * (TASKS * calls)
+    assert 1 <= throttled(app) <= bound(app, seconds)
+    (scope,) = transport.statistics().scopes
+    assert scope.limiter is not None
+    assert (scope.limiter.holds >= 1) is (policy is HOLDING)
+
+
+class TestAiohttp:
+    """The same through the aiohttp middleware (asyncio only)."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        """aiohttp runs on asyncio only."""
+        return "asyncio"
+
+    async def test_tasks_sharing_a_session_take_at_most_one_429_each_per_window(self, server: FaultServer) -> None:
+        app = windowed(server, "x-ratelimit", 0.4)
+        statuses: list[int] = []
+        middleware = RetryMiddleware(policy=HOLDING)
+        async with aiohttp.ClientSession(middlewares=[middleware], timeout=aiohttp.ClientTimeout(total=10)) as client:
+
+            async def worker() -> None:
+                for _ in range(CALLS):
+                    async with client.get(server.url + "/items") as response:
+                        statuses.append(response.status)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(TASKS):
+                    tg.start_soon(worker)
+        assert statuses == [200] * (TASKS * CALLS)
+        assert 1 <= throttled(app) <= bound(app, 0.4)
