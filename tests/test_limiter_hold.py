@@ -169,3 +169,83 @@ def test_a_hold_of_zero_is_no_hold() -> None:
     held = limiter()
     held.hold(0.0)
     assert (held.statistics().holds, held.try_acquire(), held.time_until_available()) == (0, True, 0.0)
+
+
+# ------------------------------------------------------------------------------ the paced release
+async def served(held: AdaptiveRateLimiter, successes: int, every: float) -> None:
+    """``successes`` answers, one every ``every`` seconds (virtual time)."""
+    for _ in range(successes):
+        held.update(throttled=False)
+        await anyio.sleep(every)
+
+
+@pytest.mark.anyio
+async def test_the_calls_that_waited_go_out_at_the_rate_served_before_the_hold() -> None:
+    """10 served in 10 s, then a hold of 10 s: the 5 waiters go out one a second from its end, not together."""
+    held = limiter()
+    await served(held, 10, 1.0)
+    start = DEFAULT_CLOCK.now()
+    held.hold(10.0)
+    sent: list[float] = []
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(acquired, held, start, sent)
+    assert sent == pytest.approx([10.0, 11.0, 12.0, 13.0, 14.0])
+
+
+@pytest.mark.anyio
+async def test_an_idle_limiter_paces_its_release_over_the_hold_not_over_its_idle_hour() -> None:
+    """The pace is the served count over the cycle, but over at most the hold's length: 10 answers in an hour
+    (most at its end) and a hold of 5 s release one call every 0.5 s, not one every 6 minutes."""
+    held = limiter()
+    await served(held, 1, 3600.0)
+    await served(held, 9, 0.0)
+    start = DEFAULT_CLOCK.now()
+    held.hold(5.0)
+    sent: list[float] = []
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(acquired, held, start, sent)
+    assert sent == pytest.approx([5.0, 5.5, 6.0])
+
+
+@pytest.mark.anyio
+async def test_the_pace_lasts_as_long_as_the_hold_did_then_calls_go_freely() -> None:
+    held = limiter()
+    await served(held, 4, 1.0)
+    start = DEFAULT_CLOCK.now()
+    held.hold(4.0)  # paced from 4 s to 8 s after it, one a second
+    await held.acquire()
+    assert held.try_acquire() is False  # the next release is 1 s later
+    assert held.time_until_available() == pytest.approx(1.0)
+    await anyio.sleep(1.0)
+    assert held.try_acquire() is True
+    await anyio.sleep(3.0)  # the pace is over
+    assert [held.try_acquire() for _ in range(3)] == [True, True, True]
+    assert DEFAULT_CLOCK.now() - start == pytest.approx(8.0)
+
+
+@pytest.mark.anyio
+async def test_without_a_success_before_the_hold_the_waiters_go_together() -> None:
+    """No served rate to keep to: the release is not paced."""
+    held = limiter()
+    start = DEFAULT_CLOCK.now()
+    held.hold(3.0)
+    sent: list[float] = []
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(acquired, held, start, sent)
+    assert sent == pytest.approx([3.0, 3.0, 3.0])
+
+
+@pytest.mark.anyio
+async def test_a_paced_release_past_the_timeout_is_refused_at_once() -> None:
+    """A call whose release would come after its timeout gets RateLimitTimeout when it books it."""
+    held = limiter()
+    await served(held, 2, 2.0)  # one every 2 s
+    held.hold(4.0)
+    await held.acquire()
+    with pytest.raises(RateLimitTimeout) as caught:
+        await held.acquire(timeout=1.0)
+    assert caught.value.wait == pytest.approx(2.0)
+

@@ -1,8 +1,9 @@
 """The hold is one rule for both limiters: the same cases fed to the in-process one and the one shared through Redis.
 
 Both keep the hold of :mod:`asyncretry._primitives._hold`; this test holds them together where they use it
-(waiting, timeouts, growth, statistics, events, refusals). The clock is virtual (``VirtualClock``: a sleep
-moves it), Redis is the suite's real server; asyncio only, as every Redis test (redis-py's client).
+(waiting, timeouts, growth, statistics, events, refusals, the paced release). The clock is virtual
+(``VirtualClock``: a sleep moves it), Redis is the suite's real server; asyncio only, as every Redis test
+(redis-py's client).
 """
 
 from __future__ import annotations
@@ -77,8 +78,20 @@ async def is_over_at_its_end(limiter: Limiter, clock: VirtualClock) -> object:
     return limiter.time_until_available(), limiter.statistics().held
 
 
+async def paces_the_release(limiter: Limiter, clock: VirtualClock) -> object:
+    for _ in range(4):  # 4 served in 4 s: after the hold, one release a second
+        limiter.update(False)
+        clock.advance(1.0)
+    limiter.hold(4.0)
+    sent = []
+    for _ in range(3):
+        await limiter.acquire()
+        sent.append(clock.now())
+    return sent, limiter.time_until_available()
+
+
 CASES: list[Case] = [waits_out_the_hold, keeps_the_longest, refuses_what_outlasts_the_timeout,
-                     refuses_a_senseless_length, is_over_at_its_end]
+                     refuses_a_senseless_length, is_over_at_its_end, paces_the_release]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.__name__)
@@ -100,3 +113,6 @@ async def test_the_cases_say_what_a_hold_does() -> None:
     clock = VirtualClock(100.0)
     assert await refuses_what_outlasts_the_timeout(AdaptiveRateLimiter(clock=clock, events=EventBus()), clock) == (
         10.0, 2.0, 100.0, 1, 0)
+    clock = VirtualClock(100.0)
+    assert await paces_the_release(AdaptiveRateLimiter(clock=clock, events=EventBus()), clock) == (
+        [108.0, 109.0, 110.0], 1.0)

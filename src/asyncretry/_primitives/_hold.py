@@ -1,10 +1,16 @@
-"""A limiter's hold: no attempt is admitted until a time the server named.
+"""A limiter's hold: no attempt is admitted until a time the server named, then the waiters go out paced.
 
-A server that announces its quota (``RateLimit: "default";r=0;t=30``, ``X-RateLimit-Remaining: 0`` with
-its reset) says that every request before the reset will be refused, whoever sends it. The limiter of
-that quota then holds: each :meth:`~asyncretry.AdaptiveRateLimiter.acquire` waits until the reset,
-and the retries and new calls of every task that shares the limiter go out once the window is fresh
-instead of each collecting its own 429.
+A server that announces its quota (``RateLimit: "default";r=0;t=30``, ``X-RateLimit-Remaining: 0`` with its
+reset) says that every request before the reset will be refused, whoever sends it. The limiter of that
+quota then holds: each :meth:`~asyncretry.AdaptiveRateLimiter.acquire` waits until the reset, and the
+retries and new calls of every task that shares the limiter go out once the window is fresh instead of
+each collecting its own 429.
+
+Released all at once, the calls that waited would meet the fresh window together, and those beyond its
+quota the spent window again. So they go out no faster than the limiter was served over the cycle before
+the hold: the successes counted since the previous hold began (or since the first), over that time, and
+at most over the hold's length (a limiter idle for an hour before a burst must not pace its burst over an
+hour). The pacing lasts as long as the hold did, then ends.
 
 The hold is the same for the in-process limiter and the one shared through Redis (each process holds
 on what its own responses announce), so it lives here, once, and both limiters keep one.
@@ -26,18 +32,34 @@ _NONE = -math.inf
 
 
 class Hold:
-    """Until when a limiter admits nothing, and how many times a hold began or grew longer.
+    """Until when a limiter admits nothing, and the paced release after it.
 
     Attributes:
         until: the end of the hold, on the limiter's clock; ``-inf`` when there is none.
         count: the holds that began or were made longer (a shorter announcement changes nothing).
     """
 
-    __slots__ = ("count", "until")
+    __slots__ = ("_next", "_paced_until", "_served", "_since", "_spacing", "count", "until")
 
     def __init__(self) -> None:
         self.until = _NONE
         self.count = 0
+        self._served = 0  # successes since the cycle began ...
+        self._since: float | None = None  # ... at the last hold's start, or at the first success
+        self._spacing = 0.0  # seconds between two releases after the hold (0: no pacing)
+        self._next = _NONE  # the next release's time
+        self._paced_until = _NONE  # the release is paced until then
+
+    @property
+    def set(self) -> bool:
+        """Whether a hold or its paced release may still run (a cheap test, without reading the clock)."""
+        return self._paced_until != _NONE
+
+    def served(self, now: float) -> None:
+        """A success was answered at ``now``: the served rate the release after the next hold keeps to."""
+        if self._since is None:
+            self._since = now
+        self._served += 1
 
     def extend(self, now: float, seconds: float | timedelta, events: EventBus, source: str, reason: str) -> None:
         """Hold until ``now + seconds``, unless already held at least that long; a
@@ -55,28 +77,50 @@ class Hold:
         until = now + seconds
         if until <= self.until or seconds <= 0.0:
             return
+        if self.until <= now:  # a new hold: the cycle before it sets the pace of the release after it
+            span = min(now - self._since, seconds) if self._since is not None else 0.0
+            self._spacing = span / self._served if self._served else 0.0
+            self._since, self._served = now, 0
+            self._next = _NONE
+        self._paced_until = until + (seconds if self._spacing > 0.0 else 0.0)  # paced as long as it held
         self.until = until
         self.count += 1
         if events.wants(LimiterHeld):
             events.emit(LimiterHeld(time=now, source=source, seconds=seconds, reason=reason))
 
-    @property
-    def set(self) -> bool:
-        """Whether a hold may still run (a cheap test, without reading the clock)."""
-        return self.until != _NONE
-
     def left(self, now: float) -> float:
-        """Seconds the hold still runs at ``now`` (0 once it is over, and then it is cleared)."""
-        left = self.until - now
-        if left > 0.0:
-            return left
-        self.until = _NONE
-        return 0.0
+        """Seconds the hold itself still runs at ``now`` (0 once it is over)."""
+        return max(0.0, self.until - now)
+
+    def delay(self, now: float) -> float:
+        """Seconds until an attempt may go at ``now``: the hold's end, then the next paced release."""
+        if self.until > now:
+            return self.until - now
+        if now >= self._paced_until:
+            self._paced_until = _NONE  # over: the limiters' cheap test says so from now on
+            return 0.0
+        return max(0.0, self._next - now)
+
+    def admit(self, now: float) -> bool:
+        """Take the release due at ``now``, if one is (no hold runs and the pace allows it)."""
+        if self.delay(now) > 0.0:
+            return False
+        if self.set:
+            self._next = now + self._spacing
+        return True
+
+    def _release(self, now: float) -> float:
+        """The time of the next paced release (``now`` when the release is not paced, or no longer)."""
+        if now < self._paced_until:
+            return max(self._next, now)
+        self._paced_until = _NONE
+        return now
 
     async def wait(self, clock: Clock, limit: float | None, name: str) -> float:
-        """Wait until the hold is over (later if it is made longer meanwhile); the seconds waited.
+        """Wait until the hold is over (later if it is made longer meanwhile), then for a paced release;
+        the seconds waited.
 
-        Cancellation is honoured at once: a cancelled wait takes nothing.
+        Cancellation is honoured at once: a cancelled wait takes nothing (a release it had taken is skipped).
 
         Args:
             clock: the limiter's clock.
@@ -84,16 +128,27 @@ class Hold:
             name: the limiter's name, for the error.
 
         Raises:
-            RateLimitTimeout: the hold runs past ``limit``; nothing was waited for (or, when a longer
-                hold came meanwhile, only what was already waited).
+            RateLimitTimeout: the hold (or the release after it) runs past ``limit``; nothing was waited
+                for (or, when a longer hold came meanwhile, only what was already waited).
         """
         started = now = clock.now()
         while True:
-            left = self.left(now)
-            if left <= 0.0:
+            while self.until > now:  # the hold (it may grow while this call waits)
+                _check(limit, now - started, self.until - now, name)
+                await clock.sleep(self.until - now)
+                now = clock.now()
+            due = self._release(now)  # then its place in the paced release
+            _check(limit, now - started, due - now, name)
+            self._next = due + self._spacing
+            if due <= now:
                 return now - started
-            waited = now - started
-            if limit is not None and waited + left > limit:
-                raise RateLimitTimeout(name=name, wait=waited + left, timeout=limit)
-            await clock.sleep(left)
+            await clock.sleep(due - now)
             now = clock.now()
+            if self.until <= now:  # no new hold came while it waited for its release
+                return now - started
+
+
+def _check(limit: float | None, waited: float, due: float, name: str) -> None:
+    """Refuse a wait of ``due`` more seconds after ``waited`` that would run past ``limit``."""
+    if limit is not None and waited + due > limit:
+        raise RateLimitTimeout(name=name, wait=waited + due, timeout=limit)

@@ -236,7 +236,7 @@ class AdaptiveRateLimiter:
             if self._control.enabled:
                 left = None if seconds is None else max(0.0, seconds - (clock.now() - started))
                 await self._bucket.acquire(1, timeout=left)
-                if self._hold.set:  # a hold that began while this call waited in line: its token waits too
+                if self._hold.until > clock.now():  # a hold began while this call waited in line: its token waits
                     left = None if seconds is None else max(0.0, seconds - (clock.now() - started))
                     await self._hold.wait(clock, left, self.name)
         except RateLimitTimeout:
@@ -257,7 +257,7 @@ class AdaptiveRateLimiter:
         returns ``False`` (the retry engine), or sleeps :meth:`time_until_available` (a sync caller).
         ``False`` while a :meth:`hold` runs.
         """
-        if self._hold.set and self._hold.left(self._clock.now()) > 0.0:
+        if self._hold.set and not self._hold.admit(self._clock.now()):
             return False
         if not self._control.enabled or self._bucket.try_acquire(1):
             self._acquires += 1
@@ -266,7 +266,7 @@ class AdaptiveRateLimiter:
 
     def time_until_available(self) -> float:
         """Seconds until :meth:`try_acquire` would succeed (0 while not enabled and not held)."""
-        held = self._hold.left(self._clock.now()) if self._hold.set else 0.0
+        held = self._hold.delay(self._clock.now()) if self._hold.set else 0.0
         if not self._control.enabled:
             return held
         return max(held, self._bucket.time_until_available(1))
@@ -342,6 +342,8 @@ class AdaptiveRateLimiter:
         old_rate = control.fill_rate
         old_capacity = control.max_capacity
         control.update(now, throttled, sent_at, failed and not throttled)
+        if not (throttled or failed):
+            self._hold.served(now)
         self._updates += 1
         if throttled:
             self._throttles += 1

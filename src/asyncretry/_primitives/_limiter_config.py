@@ -65,10 +65,11 @@ class AdaptiveLimiterConfig:
             default, seconds: 0 fails fast, ``None`` (the default) waits as long as needed.
         hold_spent_quota: when an answer announces the server's quota spent (``RateLimit``,
             ``X-RateLimit-*`` ...), the retry engine holds the limiter until the reset
-            (:meth:`~asyncretry.AdaptiveRateLimiter.hold`): every task that shares it waits. For a fleet of
-            processes with a limiter each and more demand than the quota; a single client with a backlog
-            is better off without it (the waiters go out together at the reset). Default ``False``: only
-            the call that met the spent quota waits for the reset.
+            (:meth:`~asyncretry.AdaptiveRateLimiter.hold`): every task that shares it waits, then the
+            waiters go out at the rate the limiter was served before. Recommended for quota windows of
+            10 s and more, or resets given with a fraction; with windows of a second or two and resets in
+            whole seconds a hold can last into the next window. Default ``False``: only the call that met
+            the spent quota waits for the reset.
 
     ``"aws"`` profile (SPEC section 5):
         beta: the factor the rate is multiplied by on a throttle, in ``(0, 1)``; default 0.7.

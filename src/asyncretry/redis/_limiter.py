@@ -393,7 +393,7 @@ class RedisAdaptiveRateLimiter(_Linked):
     def time_until_available(self) -> float:
         """Estimate, from the last round trip, how long :meth:`acquire` would wait (0 while not enabled
         and not held)."""
-        held = self._hold.left(self._clock.now()) if self._hold.set else 0.0
+        held = self._hold.delay(self._clock.now()) if self._hold.set else 0.0
         if self._link.degraded:
             return max(held, self._fallback.time_until_available())
         view = self._view
@@ -451,6 +451,8 @@ class RedisAdaptiveRateLimiter(_Linked):
                 self._bus.emit(Throttled(time=now, source=self.name, reason=reason))
         elif failed:
             self._failed += 1
+        else:
+            self._hold.served(now)
 
     async def refresh(self) -> RedisLimiterStatistics:
         """Report this process's responses and read the fleet's state now (one round trip)."""
