@@ -31,6 +31,7 @@ from asyncretry import (
 from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport
 from asyncretry.testing import VirtualClock, fixed_random
 from conftest import EventLog
+from test_httpx_retry_after import Recorder  # a scripted server that notes when each request came
 
 # Run against httpx and httpx2.
 pytestmark = pytest.mark.usefixtures("client_package")
@@ -82,23 +83,6 @@ class Window:
 
     def count(self, status: int) -> int:
         return sum(1 for _, answered in self.answers if answered == status)
-
-
-class Scripted:
-    """Answers these responses in order and records when each request came (virtual time)."""
-
-    def __init__(self, *responses: httpx.Response) -> None:
-        self.responses = iter(responses)
-        self.times: list[float] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.times.append(anyio.current_time())
-        return next(self.responses)
-
-    @property
-    def gap(self) -> float:
-        """The time between the first two requests."""
-        return self.times[1] - self.times[0]
 
 
 def transport(handler: Callable[[httpx.Request], httpx.Response], policy: RetryPolicy = ADAPTIVE,
@@ -179,14 +163,14 @@ async def test_without_the_server_delays_the_same_fleet_hits_the_spent_window_ag
 @pytest.mark.anyio
 async def test_a_github_403_with_its_quota_spent_is_a_throttle_retried_at_the_reset() -> None:
     """GitHub answers a spent quota 403 with X-RateLimit-Remaining: 0 and the reset in epoch seconds."""
-    server = Scripted(
+    server = Recorder(
         httpx.Response(403, headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW) + 30)}),
         httpx.Response(200),
     )
     async with httpx.AsyncClient(transport=transport(server)) as client:
         response = await client.get(URL)
     assert response.status_code == 200
-    assert server.gap == pytest.approx(30.0)
+    assert server.gaps == [pytest.approx(30.0)]
     first = info(response).history.attempts[0]
     assert (first.kind.value, first.reason) == ("throttling", "HTTP 403 (quota spent)")
 
@@ -208,23 +192,23 @@ async def test_a_403_that_announces_quota_left_stays_final() -> None:
 @pytest.mark.anyio
 async def test_a_post_is_not_sent_again_but_its_spent_quota_still_holds_the_next_call() -> None:
     """A 429 on a POST is final (not idempotent); the quota it announces spent holds the scope all the same."""
-    server = Scripted(httpx.Response(429, headers={"RateLimit": '"q";r=0;t=8'}), httpx.Response(200))
+    server = Recorder(httpx.Response(429, headers={"RateLimit": '"q";r=0;t=8'}), httpx.Response(200))
     async with httpx.AsyncClient(transport=transport(server, HOLDING)) as client:
         assert (await client.post(URL, content=b"x")).status_code == 429
         assert (await client.get(URL)).status_code == 200
-    assert server.gap == pytest.approx(8.0)
+    assert server.gaps == [pytest.approx(8.0)]
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("policy", "gap"), [(ADAPTIVE, 2.0), (HOLDING, 5.0)], ids=["default", "hold"])
 async def test_retry_after_sets_the_retry_and_the_reset_sets_the_hold(policy: RetryPolicy, gap: float) -> None:
     """Both announced: the retry follows Retry-After; with the hold, its token waits for the quota's reset."""
-    server = Scripted(httpx.Response(429, headers={"Retry-After": "2", "RateLimit": '"q";r=0;t=5'}),
+    server = Recorder(httpx.Response(429, headers={"Retry-After": "2", "RateLimit": '"q";r=0;t=5'}),
                       httpx.Response(200))
     async with httpx.AsyncClient(transport=transport(server, policy)) as client:
         response = await client.get(URL)
     assert info(response).history.attempts[0].delay_after == pytest.approx(2.0)
-    assert server.gap == pytest.approx(gap)
+    assert server.gaps == [pytest.approx(gap)]
 
 
 @pytest.mark.anyio

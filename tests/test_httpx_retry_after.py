@@ -284,11 +284,24 @@ NOT_NUMBERS = [
     b"1_000",  # int() and float() accept underscores
     b"1e3",
     b"+5",
+    b"+1",
+    b"-1",
+    b"-0",
+    b"nan",
+    b"inf",
+    b"Infinity",
     b"0x10",
+    b"",
+    b"   ",
+    b"\t",
     b"5 5",
+    b"\x005",  # NUL bytes
+    b"5\x00",
     b"\xa05",  # a Latin-1 no-break space: str.strip() would remove it, RFC 9110 whitespace is " " and tab
     b"\xff\xfe\x00",
 ]
+"""Values that are not numbers of ASCII digits, whatever Python's own parsers make of them (also read by
+tests/test_quota_headers.py)."""
 
 
 @pytest.mark.parametrize("name", HEADERS)

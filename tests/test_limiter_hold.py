@@ -35,6 +35,16 @@ async def acquired(limiter: AdaptiveRateLimiter, start: float, times: list[float
     times.append(DEFAULT_CLOCK.now() - start)
 
 
+async def release_times(limiter: AdaptiveRateLimiter, tasks: int) -> list[float]:
+    """``tasks`` tasks acquire at once: when each got through, seconds from now, in order."""
+    start = DEFAULT_CLOCK.now()
+    times: list[float] = []
+    async with anyio.create_task_group() as tg:
+        for _ in range(tasks):
+            tg.start_soon(acquired, limiter, start, times)
+    return times
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("config", PROFILES, ids=["asyncretry", "aws"])
 async def test_every_task_waits_for_the_end_of_the_hold_before_any_throttle(config: AdaptiveLimiterConfig) -> None:
@@ -42,12 +52,7 @@ async def test_every_task_waits_for_the_end_of_the_hold_before_any_throttle(conf
     held = limiter(config)
     start = DEFAULT_CLOCK.now()
     held.hold(5.0)
-    served: list[float] = []
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(3):
-            tg.start_soon(acquired, held, start, served)
-    assert served == pytest.approx([5.0, 5.0, 5.0])
+    assert await release_times(held, 3) == pytest.approx([5.0, 5.0, 5.0])
     await held.acquire()  # over: free again, at once
     assert DEFAULT_CLOCK.now() - start == pytest.approx(5.0)
     stats = held.statistics()
@@ -184,13 +189,8 @@ async def test_the_calls_that_waited_go_out_at_the_rate_served_before_the_hold()
     """10 served in 10 s, then a hold of 10 s: the 5 waiters go out one a second from its end, not together."""
     held = limiter()
     await served(held, 10, 1.0)
-    start = DEFAULT_CLOCK.now()
     held.hold(10.0)
-    sent: list[float] = []
-    async with anyio.create_task_group() as tg:
-        for _ in range(5):
-            tg.start_soon(acquired, held, start, sent)
-    assert sent == pytest.approx([10.0, 11.0, 12.0, 13.0, 14.0])
+    assert await release_times(held, 5) == pytest.approx([10.0, 11.0, 12.0, 13.0, 14.0])
 
 
 @pytest.mark.anyio
@@ -200,13 +200,8 @@ async def test_an_idle_limiter_paces_its_release_over_the_hold_not_over_its_idle
     held = limiter()
     await served(held, 1, 3600.0)
     await served(held, 9, 0.0)
-    start = DEFAULT_CLOCK.now()
     held.hold(5.0)
-    sent: list[float] = []
-    async with anyio.create_task_group() as tg:
-        for _ in range(3):
-            tg.start_soon(acquired, held, start, sent)
-    assert sent == pytest.approx([5.0, 5.5, 6.0])
+    assert await release_times(held, 3) == pytest.approx([5.0, 5.5, 6.0])
 
 
 @pytest.mark.anyio
@@ -229,13 +224,8 @@ async def test_the_pace_lasts_as_long_as_the_hold_did_then_calls_go_freely() -> 
 async def test_without_a_success_before_the_hold_the_waiters_go_together() -> None:
     """No served rate to keep to: the release is not paced."""
     held = limiter()
-    start = DEFAULT_CLOCK.now()
     held.hold(3.0)
-    sent: list[float] = []
-    async with anyio.create_task_group() as tg:
-        for _ in range(3):
-            tg.start_soon(acquired, held, start, sent)
-    assert sent == pytest.approx([3.0, 3.0, 3.0])
+    assert await release_times(held, 3) == pytest.approx([3.0, 3.0, 3.0])
 
 
 @pytest.mark.anyio

@@ -17,6 +17,7 @@ from multidict import CIMultiDict
 
 from asyncretry._http._quota_headers import QUOTA_HEADERS, AnnouncedQuota, announced_quota
 from asyncretry._http._retry_after import LONGEST_DELAY
+from test_httpx_retry_after import NOT_NUMBERS  # the values that are not numbers, for delays and counts alike
 
 NOW = 1_750_000_000.0  # the injected wall clock, seconds since the epoch: 2025-06-15T15:06:40Z
 IN_30_SECONDS = "2025-06-15T15:07:10Z"
@@ -373,29 +374,6 @@ PAIR_SLOTS = {
 SLOTS = FIELD_SLOTS | PAIR_SLOTS
 WHOLE_SLOTS = {name: slot for name, slot in SLOTS.items() if slot.whole}
 
-NOT_NUMBERS = [
-    "\u00b2".encode(),  # superscript two, in UTF-8: str.isdigit() says yes
-    b"\xb2",  # the same as one raw byte (httpx reads it as Latin-1)
-    "\u0665".encode(),  # Arabic-Indic five: int() reads it as 5
-    "\uff11".encode(),  # a full-width one
-    b"1_000",  # int() and float() accept underscores
-    b"-1",
-    b"+1",
-    b"-0",
-    b"1e3",
-    b"nan",
-    b"inf",
-    b"Infinity",
-    b"0x10",
-    b"",
-    b"   ",
-    b"\t",
-    b"5 5",
-    b"\x005",  # NUL bytes
-    b"5\x00",
-    b"\xa05",  # a Latin-1 no-break space: str.strip() would remove it, RFC 9110 whitespace is " " and tab
-    b"\xff\xfe\x00",
-]
 
 
 @pytest.mark.parametrize("slot", SLOTS.values(), ids=SLOTS.keys())

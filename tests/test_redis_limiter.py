@@ -131,6 +131,24 @@ async def test_a_wait_beyond_the_timeout_fails_and_a_cancelled_wait_hands_its_to
 
 
 @pytest.mark.anyio
+async def test_a_call_that_waits_for_a_hold_then_for_its_token_is_one_wait(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Waiting for the hold and then for the fleet's token adds one wait to the counters, not two."""
+    config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=5.0)
+    async with fleet(redis_server, prefix, size=1, config=config) as (limiter,):
+        limiter.update(True)
+        await limiter.refresh()
+        await limiter.acquire()  # 5/s from an empty bucket: the next token is ~0.2 s away
+        before = limiter.statistics()
+        limiter.hold(0.05)
+        await limiter.acquire()  # the hold, then the rest of the way to the token
+        after = limiter.statistics()
+    assert after.waits - before.waits == 1
+    assert after.wait_time - before.wait_time >= 0.1
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("profile", "cut", "growth"),
     [("asyncretry", "start_up", ("recovery", "probe")), ("aws", "cubic_throttle", ("cubic_success",))],

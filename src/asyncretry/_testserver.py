@@ -421,12 +421,15 @@ class FaultyApp:
         self._received.append(record)
         return record, config, self._announcement(config, now)
 
+    def _used(self, seconds: float, now: float) -> tuple[int, int]:
+        """The quota's window at ``now`` (its number since the start) and the requests it admitted so far."""
+        window = int(now // seconds)
+        number, used = self._window
+        return window, used if window == number else 0
+
     def _spend(self, quota: tuple[int, float], now: float) -> bool:
         """Take one request from the quota's window at ``now``; whether the window had one left."""
-        window = int(now // quota[1])
-        number, used = self._window
-        if window != number:
-            used = 0
+        window, used = self._used(quota[1], now)
         self._window = window, used + (used < quota[0])
         return used < quota[0]
 
@@ -435,9 +438,7 @@ class FaultyApp:
         if config.quota is None:
             return []
         requests, seconds = config.quota
-        window, used = self._window
-        if window != int(now // seconds):  # no request counted in this window yet
-            window, used = int(now // seconds), 0
+        window, used = self._used(seconds, now)
         left, reset = requests - used, (window + 1) * seconds - now
         if config.quota_headers == "ratelimit":
             return [(b"ratelimit", f'"window";r={left};t={math.ceil(reset)}'.encode())]

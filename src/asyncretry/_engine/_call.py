@@ -409,6 +409,8 @@ class Call:
         assert backoff is not None
         delay = backoff.delay(number, draw, self._previous_delay)
         server = outcome.server_delay
+        if server is None:
+            server = outcome.quota_reset  # a quota announced spent: wait for its reset, when nothing else was asked
         if server is None or not policy.honour_server_delay:
             if kind is _THROTTLING:
                 limiter = self.scope.limiter

@@ -102,8 +102,9 @@ class Outcome:
         server_delay_is_hint: ``True`` for AWS's ``x-amz-retry-after``, which is clamped to
             ``[backoff, backoff + 5]``; ``False`` for ``Retry-After``, which is followed (capped).
         quota_reset: seconds until the quota the server announced is fresh again, when it announced
-            that none is left (``RateLimit: "default";r=0;t=30``, ``X-RateLimit-Remaining: 0`` ...);
-            the scope's limiter then holds every caller until then.
+            that none is left (``RateLimit: "default";r=0;t=30``, ``X-RateLimit-Remaining: 0`` ...): a
+            retry waits for it when no ``server_delay`` was asked, and with ``hold_spent_quota`` the
+            scope's limiter holds every caller until then.
     """
 
     kind: OutcomeKind
@@ -227,14 +228,9 @@ class Classifier:
         if outcome.server_delay is not None:
             return outcome
         delay, reset = server_directions_of(error, self.wall_clock if self.wall_clock is not None else time.time)
-        if not outcome.kind.retryable:
+        if delay is None or not outcome.kind.retryable:
             return outcome if reset is None else replace(outcome, quota_reset=reset)
-        if delay is None and reset is not None:
-            delay = reset, False
-        if delay is None:
-            return outcome
-        return Outcome(outcome.kind, outcome.reason, error, server_delay=delay[0], server_delay_is_hint=delay[1],
-                       quota_reset=reset)
+        return replace(outcome, server_delay=delay[0], server_delay_is_hint=delay[1], quota_reset=reset)
 
     def _error_kind(self, error: Exception) -> Outcome:
         name = type(error).__name__

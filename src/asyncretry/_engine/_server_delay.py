@@ -9,8 +9,8 @@ An exception asks for a delay by any of these, in this order (the first that giv
 3. its own ``headers`` (aiohttp's ``ClientResponseError``).
 
 The same headers (2 and 3) are read for a quota the server announced spent (``RateLimit``,
-``X-RateLimit-*`` and the like, :func:`~asyncretry._http._quota_headers.announced_quota`): its reset
-holds the scope's limiter, and stands for the delay when none was asked.
+``X-RateLimit-*`` and the like, :func:`~asyncretry._http._quota_headers.announced_quota`): the engine
+waits for its reset when no delay was asked, and may hold the scope's limiter until then.
 
 Nothing here imports an HTTP client: the attributes are read by their shape, and the header values go
 through the same parsers as the HTTP integrations' (all forms, any bytes, never raise). The engine then
@@ -61,7 +61,7 @@ def server_directions_of(
     if not headers:
         return delay, None
     announced = announced_quota(headers, wall_clock)  # the parsers never raise
-    reset = announced.reset if announced is not None and announced.remaining == 0 else None
+    reset = announced.spent_reset if announced is not None else None
     if delay is None:
         delay = server_delay(headers, wall_clock)
     return delay, reset

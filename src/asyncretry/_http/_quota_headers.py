@@ -51,6 +51,11 @@ class AnnouncedQuota:
     reset: float
     header: str
 
+    @property
+    def spent_reset(self) -> float | None:
+        """The seconds until the quota is fresh again when none of it is left; ``None`` while some is."""
+        return self.reset if self.remaining == 0 else None
+
 
 _STRUCTURED = "ratelimit"
 _OLDER_DRAFT = ("ratelimit-remaining", "ratelimit-reset")

@@ -265,7 +265,7 @@ class HttpRules:
     ) -> Outcome:
         """What a response says of its attempt: its kind from status and error code, the delay the server
         asks (``Retry-After`` in all its forms) when it is retried, and the reset of a quota it announced
-        spent (:func:`~._quota_headers.announced_quota`; without a ``Retry-After``, a retry waits for it).
+        spent (:func:`~._quota_headers.announced_quota`; the engine waits for it when no delay was asked).
 
         Args:
             status: the response's status code.
@@ -276,12 +276,10 @@ class HttpRules:
         """
         code = error_code_of_response(headers, body) if status >= 400 else None
         announced = announced_quota(headers, wall_clock)
-        reset = announced.reset if announced is not None and announced.remaining == 0 else None
+        reset = announced.spent_reset if announced is not None else None
         kind, reason = self.kind_of_status(status, code, response, quota_spent=reset is not None)
         if kind.retryable:
             delay = server_delay(headers, wall_clock)
-            if delay is None and reset is not None:
-                delay = reset, False
             if delay is not None:
                 return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1],
                                quota_reset=reset)

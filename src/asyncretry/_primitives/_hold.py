@@ -96,10 +96,7 @@ class Hold:
         """Seconds until an attempt may go at ``now``: the hold's end, then the next paced release."""
         if self.until > now:
             return self.until - now
-        if now >= self._paced_until:
-            self._paced_until = _NONE  # over: the limiters' cheap test says so from now on
-            return 0.0
-        return max(0.0, self._next - now)
+        return self._release(now) - now
 
     def admit(self, now: float) -> bool:
         """Take the release due at ``now``, if one is (no hold runs and the pace allows it)."""
@@ -113,7 +110,7 @@ class Hold:
         """The time of the next paced release (``now`` when the release is not paced, or no longer)."""
         if now < self._paced_until:
             return max(self._next, now)
-        self._paced_until = _NONE
+        self._paced_until = _NONE  # over: the limiters' cheap test says so from now on
         return now
 
     async def wait(self, clock: Clock, limit: float | None, name: str) -> float:

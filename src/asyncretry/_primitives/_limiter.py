@@ -209,7 +209,8 @@ class AdaptiveRateLimiter:
 
         Returns at once, without yielding, while no throttle has been seen and no :meth:`hold` runs.
         Once enabled, takes one token from the bucket, waiting in line (first come, first served) if
-        there is none. While a hold runs, waits for its end first.
+        there is none. While a hold runs, waits for its end first, then for its place in the paced
+        release after it.
         A cancelled wait leaves no trace: the place in line passes to the next waiter.
 
         Args:
@@ -230,15 +231,17 @@ class AdaptiveRateLimiter:
         seconds = None if limit is None else as_seconds(limit)
         clock = self._clock
         started = clock.now()
+
+        def left() -> float | None:
+            return None if seconds is None else max(0.0, seconds - (clock.now() - started))
+
         try:
             if self._hold.set:
                 await self._hold.wait(clock, seconds, self.name)
             if self._control.enabled:
-                left = None if seconds is None else max(0.0, seconds - (clock.now() - started))
-                await self._bucket.acquire(1, timeout=left)
+                await self._bucket.acquire(1, timeout=left())
                 if self._hold.until > clock.now():  # a hold began while this call waited in line: its token waits
-                    left = None if seconds is None else max(0.0, seconds - (clock.now() - started))
-                    await self._hold.wait(clock, left, self.name)
+                    await self._hold.wait(clock, left(), self.name)
         except RateLimitTimeout:
             self._timeouts += 1
             raise
@@ -255,7 +258,7 @@ class AdaptiveRateLimiter:
         seen, or when a token is in the bucket and nobody waits in line (no overtaking). Synchronous and
         cheap, for a caller that tries it before every attempt and awaits :meth:`acquire` only when it
         returns ``False`` (the retry engine), or sleeps :meth:`time_until_available` (a sync caller).
-        ``False`` while a :meth:`hold` runs.
+        ``False`` while a :meth:`hold` runs, and until the next release of the paced release after it.
         """
         if self._hold.set and not self._hold.admit(self._clock.now()):
             return False
@@ -275,12 +278,14 @@ class AdaptiveRateLimiter:
         """Admit nothing for ``seconds``: the server announced that its quota is spent until then.
 
         Every :meth:`acquire` waits until the hold is over, whichever task calls it, and
-        :meth:`try_acquire` refuses; then the limiter admits as before (its rate is not changed: the
-        announcement says when the quota comes back, not how fast the server serves). A hold that
-        ends sooner than the one running changes nothing. The retry engine calls this when a response
-        announces its quota spent (``RateLimit``, ``X-RateLimit-*`` and the like: see
-        :func:`asyncretry.httpx.announced_quota`), cut to the policy's ``max_server_delay``.
-        Synchronous, never waits.
+        :meth:`try_acquire` refuses. Then the calls that waited go out no faster than the limiter was
+        served before the hold (the successes since the previous hold began, over that time but at most
+        over the hold's length), for as long as the hold lasted; the rate control is not changed (the
+        announcement says when the quota comes back, not how fast the server serves). A hold that ends
+        sooner than the one running changes nothing. With ``hold_spent_quota`` in the policy's limiter
+        config, the retry engine calls this when a response announces its quota spent (``RateLimit``,
+        ``X-RateLimit-*`` and the like: see :func:`asyncretry.httpx.announced_quota`), cut to the
+        policy's ``max_server_delay``. Synchronous, never waits.
 
         Args:
             seconds: how long to hold from now, seconds (>= 0, finite) or a ``timedelta``.
@@ -404,7 +409,7 @@ class AdaptiveRateLimiter:
             timeouts=self._timeouts,
             waiting=bucket.waiting,
             rule=control.rule,
-            held=self._hold.left(self._clock.now()) if self._hold.set else 0.0,
+            held=self._hold.left(self._clock.now()),
             holds=self._hold.count,
         )
 

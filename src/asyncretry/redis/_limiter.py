@@ -313,6 +313,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             timeout = check_seconds("timeout", timeout, allow_inf=True)
         limit = timeout if timeout is not None else self._config.max_wait
         max_wait = None if limit is None else as_seconds(limit)
+        held = 0.0
         if self._hold.set:
             try:
                 held = await self._hold.wait(self._clock, max_wait, self.name)
@@ -342,16 +343,17 @@ class RedisAdaptiveRateLimiter(_Linked):
             self._timeouts += 1
             raise RateLimitTimeout(name=self.name, wait=wait, timeout=max_wait if max_wait is not None else 0.0)
         if wait > 0.0:
-            await self._wait_for(due, wait, max_wait)
+            await self._wait_for(due, wait, max_wait, counted=held > 0.0)
         self._acquires += 1
 
-    async def _wait_for(self, due: float, wait: float, max_wait: float | None) -> None:
+    async def _wait_for(self, due: float, wait: float, max_wait: float | None, *, counted: bool) -> None:
         """Sleep until the fleet's bucket has taken in ``due`` tokens, re-planning every ``sync_interval``.
 
         The fleet's rate may change while this call sleeps (a throttle elsewhere cuts it, CUBIC grows
         it back): the call then wakes when its token is really due, not when it was first predicted.
         If the fleet's state is lost meanwhile (Redis restarted without persistence, the key evicted),
-        the reservation went with it: the call goes, as the fresh state's other calls do.
+        the reservation went with it: the call goes, as the fresh state's other calls do. ``counted``:
+        the call already waited for a hold, and was counted among the waits then.
         """
         clock = self._clock
         started = clock.now()
@@ -387,7 +389,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             self._reserved -= 1
             if not done:
                 self._give += 1  # cancelled or timed out: the attempt will not happen, the token goes back
-        self._waits += 1
+        self._waits += not counted  # a call that waited for a hold first is one wait, counted then
         self._wait_time += clock.now() - started
 
     def time_until_available(self) -> float:
@@ -475,7 +477,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             last_max_rate=view.last_max_rate if fleet else local.last_max_rate,
             last_throttle_time=view.last_throttle_time if fleet else local.last_throttle_time,
             rule=view.rule if fleet else local.rule,
-            held=self._hold.left(self._clock.now()) if self._hold.set else 0.0,
+            held=self._hold.left(self._clock.now()),
             holds=self._hold.count,
             updates=self._updates,
             throttles=self._throttles,
