@@ -110,16 +110,23 @@ async def test_the_fleet_shares_one_bucket_at_the_fill_rate(redis_server: RedisS
     assert 0 < len(in_window) <= 20 * 0.8 * 1.15
 
 
+@asynccontextmanager
+async def paced_at_5_per_second(server: RedisServer, prefix: str) -> AsyncIterator[RedisAdaptiveRateLimiter]:
+    """A fleet of one, throttled once: 5/s from an empty bucket, its first token taken (the next is ~0.2 s away)."""
+    config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=5.0)
+    async with fleet(server, prefix, size=1, config=config) as (limiter,):
+        limiter.update(True)
+        await limiter.refresh()
+        await limiter.acquire()
+        yield limiter
+
+
 @pytest.mark.anyio
 async def test_a_wait_beyond_the_timeout_fails_and_a_cancelled_wait_hands_its_token_back(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """RateLimitTimeout when the fleet's token is too far away; a cancelled sleeper's token returns to the fleet."""
-    config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=5.0)
-    async with fleet(redis_server, prefix, size=1, config=config) as (limiter,):
-        limiter.update(True)
-        await limiter.refresh()
-        await limiter.acquire()  # 5/s from an empty bucket: the next token is ~0.2 s away
+    async with paced_at_5_per_second(redis_server, prefix) as limiter:
         with pytest.raises(RateLimitTimeout):
             await limiter.acquire(timeout=0.05)
         with anyio.move_on_after(0.05):
@@ -135,11 +142,7 @@ async def test_a_call_that_waits_for_a_hold_then_for_its_token_is_one_wait(
     redis_server: RedisServer, prefix: str
 ) -> None:
     """Waiting for the hold and then for the fleet's token adds one wait to the counters, not two."""
-    config = AdaptiveLimiterConfig(profile="aws", min_fill_rate=5.0)
-    async with fleet(redis_server, prefix, size=1, config=config) as (limiter,):
-        limiter.update(True)
-        await limiter.refresh()
-        await limiter.acquire()  # 5/s from an empty bucket: the next token is ~0.2 s away
+    async with paced_at_5_per_second(redis_server, prefix) as limiter:
         before = limiter.statistics()
         limiter.hold(0.05)
         await limiter.acquire()  # the hold, then the rest of the way to the token
