@@ -2,7 +2,7 @@
 
 Run on demand (never part of the test suite)::
 
-    .venv/bin/python -m benchmarks.bench_quota_window             # the grid below, 4 seeds: about 17 minutes
+    .venv/bin/python -m benchmarks.bench_quota_window             # the grid below, 4 seeds: about 21 minutes
     .venv/bin/python -m benchmarks.bench_quota_window --quick     # 100 per 10 s, N = 10 and 50, D = 2, 2 seeds
     .venv/bin/python -m benchmarks.bench_quota_window --windows 100/10 --clients 50 --rtts 0.1 --demands 2
 
@@ -17,10 +17,11 @@ the tasks of one process).
 
 Controllers, in the same run:
 
-* ``asyncretry``: adaptive mode, the default profile; the call that meets the spent quota retries at
-  its reset;
-* ``hold``: the same with ``AdaptiveLimiterConfig(hold_spent_quota=True)``: an answer that announces the
-  quota spent also holds the scope's limiter until the reset, so that every call waits for it;
+* ``asyncretry``: adaptive mode, the default profile: the call that meets the spent quota retries at
+  its reset, and the scope's limiter holds every call until then (``hold_spent_quota``; a reset of one
+  whole second, which may come at any time within that second, holds nothing);
+* ``no-hold``: the same with ``AdaptiveLimiterConfig(hold_spent_quota=False)``: only the call that met
+  the spent quota waits for the reset;
 * ``ignored``: adaptive mode with ``honour_server_delay=False``: announcements (and ``Retry-After``) ignored;
 * ``aws``: ``RetryPolicy.aws_adaptive()``, the SDKs' own limiter; retries at the reset;
 * ``standard``: standard mode, no limiter: the call that met the spent quota retries at its reset,
@@ -55,7 +56,7 @@ from asyncretry.testing import virtual_time_loop
 
 CONTROLLERS: dict[str, RetryPolicy] = {
     "asyncretry": RetryPolicy(mode="adaptive"),
-    "hold": RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(hold_spent_quota=True)),
+    "no-hold": RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(hold_spent_quota=False)),
     "ignored": RetryPolicy(mode="adaptive", honour_server_delay=False),
     "aws": RetryPolicy.aws_adaptive(),
     "standard": RetryPolicy(),
@@ -202,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="rough figures: 100 per 10 s, N = 10 and 50, RTT 100 ms, demand 2, 2 seeds")
-    parser.add_argument("--windows", default="20/1,100/10,1200/60",
-                        help="comma-separated quotas as REQUESTS/SECONDS (default 20/1,100/10,1200/60)")
+    parser.add_argument("--windows", default="20/1,15/3,100/10,1200/60",
+                        help="comma-separated quotas as REQUESTS/SECONDS (default 20/1,15/3,100/10,1200/60)")
     parser.add_argument("--clients", default="1,10,50", help="comma-separated client counts N (default 1,10,50)")
     parser.add_argument("--rtts", default="0.001,0.1", help="comma-separated round trips, seconds (default 0.001,0.1)")
     parser.add_argument("--demands", default="0.9,2",

@@ -1,4 +1,4 @@
-"""Quotas servers announce spent: the retry waits for the reset, and with ``hold_spent_quota`` every task does.
+"""Quotas servers announce spent: the retry waits for the reset, and (``hold_spent_quota``) every task does.
 
 Through both transports of httpx and httpx2, the ``async for`` engine with an exception that carries the
 response, hedging and the sync transport; in virtual time, on asyncio and trio (tests/conftest.py).
@@ -6,6 +6,7 @@ response, hedging and the sync transport; in virtual time, on asyncio and trio (
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -38,14 +39,14 @@ pytestmark = pytest.mark.usefixtures("client_package")
 
 URL = "https://api.test/items"
 NOW = 1_750_000_000.0  # the injected wall clock, seconds since the epoch
-ADAPTIVE = RetryPolicy(mode="adaptive")
-HOLDING = RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(hold_spent_quota=True))
+ADAPTIVE = RetryPolicy(mode="adaptive")  # the default profile holds on a spent quota
+NO_HOLD = RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(hold_spent_quota=False))
 
 
 def raised() -> RetryPolicy:
     """The engine's own classifier knows no HTTP client: a 429 raised by ``raise_for_status()`` is a throttle by
     its class (looked up in the test, which runs against httpx and httpx2)."""
-    return HOLDING.replace(classifier=Classifier(throttling=(httpx.HTTPStatusError,)))
+    return ADAPTIVE.replace(classifier=Classifier(throttling=(httpx.HTTPStatusError,)))
 
 
 def wall() -> float:
@@ -123,10 +124,10 @@ async def fleet(sent: AsyncRetryTransport, tasks: int, calls: int) -> list[int]:
 
 # ------------------------------------------------------------------------------------------ a fleet of tasks
 @pytest.mark.anyio
-async def test_holding_tasks_sharing_a_transport_wait_for_the_window_instead_of_collecting_429s() -> None:
-    """30 calls against 10 per 10 s, ``hold_spent_quota``: one 429 per spent window, then every task waits."""
+async def test_tasks_sharing_a_transport_wait_for_the_window_instead_of_collecting_429s() -> None:
+    """30 calls against 10 per 10 s: one 429 per spent window, then every task waits (the hold)."""
     server = Window(10, 10.0)
-    sent = transport(server, HOLDING)
+    sent = transport(server, ADAPTIVE)
     statuses = await fleet(sent, tasks=10, calls=3)
     assert statuses == [200] * 30
     assert server.count(429) == 2  # the first answer of each spent window; none after it
@@ -137,11 +138,11 @@ async def test_holding_tasks_sharing_a_transport_wait_for_the_window_instead_of_
 
 
 @pytest.mark.anyio
-async def test_by_default_each_call_that_meets_the_spent_quota_waits_for_the_reset_alone() -> None:
-    """Without the hold, every task meets the spent window once (its call then waits for the reset): more
-    429s, and still every call is served."""
+async def test_without_the_hold_each_call_that_meets_the_spent_quota_waits_for_the_reset_alone() -> None:
+    """``hold_spent_quota=False``: every task meets the spent window once (its call then waits for the
+    reset): more 429s, and still every call is served."""
     server = Window(10, 10.0)
-    sent = transport(server)
+    sent = transport(server, NO_HOLD)
     statuses = await fleet(sent, tasks=10, calls=3)
     assert statuses == [200] * 30
     assert 2 < server.count(429) <= 20  # at most one per task per spent window
@@ -152,7 +153,7 @@ async def test_by_default_each_call_that_meets_the_spent_quota_waits_for_the_res
 async def test_without_the_server_delays_the_same_fleet_hits_the_spent_window_again_and_again() -> None:
     """The comparison: with ``honour_server_delay=False`` nothing holds, and the spent windows answer 429s."""
     server = Window(10, 10.0)
-    sent = transport(server, HOLDING.replace(honour_server_delay=False))
+    sent = transport(server, ADAPTIVE.replace(honour_server_delay=False))
     statuses = await fleet(sent, tasks=10, calls=3)
     assert server.count(429) > 10
     assert statuses.count(200) < 30
@@ -193,14 +194,14 @@ async def test_a_403_that_announces_quota_left_stays_final() -> None:
 async def test_a_post_is_not_sent_again_but_its_spent_quota_still_holds_the_next_call() -> None:
     """A 429 on a POST is final (not idempotent); the quota it announces spent holds the scope all the same."""
     server = Recorder(httpx.Response(429, headers={"RateLimit": '"q";r=0;t=8'}), httpx.Response(200))
-    async with httpx.AsyncClient(transport=transport(server, HOLDING)) as client:
+    async with httpx.AsyncClient(transport=transport(server, ADAPTIVE)) as client:
         assert (await client.post(URL, content=b"x")).status_code == 429
         assert (await client.get(URL)).status_code == 200
     assert server.gaps == [pytest.approx(8.0)]
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("policy", "gap"), [(ADAPTIVE, 2.0), (HOLDING, 5.0)], ids=["default", "hold"])
+@pytest.mark.parametrize(("policy", "gap"), [(NO_HOLD, 2.0), (ADAPTIVE, 5.0)], ids=["no-hold", "default"])
 async def test_retry_after_sets_the_retry_and_the_reset_sets_the_hold(policy: RetryPolicy, gap: float) -> None:
     """Both announced: the retry follows Retry-After; with the hold, its token waits for the quota's reset."""
     server = Recorder(httpx.Response(429, headers={"Retry-After": "2", "RateLimit": '"q";r=0;t=5'}),
@@ -217,7 +218,7 @@ async def test_a_reset_beyond_max_server_delay_is_cut_to_it_and_a_deadline_ends_
     bus = EventBus()
     log = EventLog(bus)
     spent = httpx.Response(429, headers={"RateLimit": '"hourly";r=0;t=3600'})
-    policy = HOLDING.replace(max_server_delay=60.0, deadline=10.0)
+    policy = ADAPTIVE.replace(max_server_delay=60.0, deadline=10.0)
     sent = transport(lambda request: spent, policy, retrier=Retrier(policy, events=bus))
     async with httpx.AsyncClient(transport=sent) as client:
         response = await client.get(URL)
@@ -231,8 +232,8 @@ async def test_a_reset_beyond_max_server_delay_is_cut_to_it_and_a_deadline_ends_
 @pytest.mark.anyio
 async def test_with_server_delays_ignored_a_spent_quota_holds_nothing() -> None:
     spent = httpx.Response(429, headers={"RateLimit": '"q";r=0;t=5'})
-    sent = transport(lambda request: spent, HOLDING.replace(honour_server_delay=False, backoff=NoBackoff(),
-                                                            throttling_backoff=NoBackoff()))
+    sent = transport(lambda request: spent, ADAPTIVE.replace(honour_server_delay=False, backoff=NoBackoff(),
+                                                             throttling_backoff=NoBackoff()))
     async with httpx.AsyncClient(transport=sent) as client:
         assert (await client.get(URL)).status_code == 429
     assert limiter_of(sent).holds == 0
@@ -246,7 +247,7 @@ async def test_hostile_quota_headers_are_ignored_by_the_transport() -> None:
                                      (b"X-RateLimit-Reset", b"9" * 5000)]),
         httpx.Response(200),
     ])
-    sent = transport(lambda request: next(answers), HOLDING)
+    sent = transport(lambda request: next(answers), ADAPTIVE)
     async with httpx.AsyncClient(transport=sent) as client:
         response = await client.get(URL)
     assert response.status_code == 200
@@ -299,7 +300,7 @@ def test_the_sync_transport_holds_and_refuses_a_call_whose_deadline_comes_before
     """Sync code: the hold is the same rule; a call that cannot wait that long ends with a typed error."""
     clock = VirtualClock(0.0)
     answers = iter([httpx.Response(429, headers={"RateLimit": '"q";r=0;t=30'})])
-    retrier = Retrier(HOLDING.replace(deadline=5.0), clock=clock,
+    retrier = Retrier(ADAPTIVE.replace(deadline=5.0), clock=clock,
                       limiter=lambda key: AdaptiveRateLimiter(clock=clock, name=key))
     sent = RetryTransport(httpx.MockTransport(lambda request: next(answers)), retrier=retrier, wall_clock=wall)
     with httpx.Client(transport=sent) as client:
@@ -311,7 +312,56 @@ def test_the_sync_transport_holds_and_refuses_a_call_whose_deadline_comes_before
     assert (caught.value.wait, caught.value.timeout) == pytest.approx((30.0, 5.0))
 
 
-@pytest.mark.parametrize("value", ["yes", 1, None])
-def test_hold_spent_quota_takes_a_bool_only(value: object) -> None:
+@pytest.mark.parametrize("value", ["yes", 1, 0.0])
+def test_hold_spent_quota_takes_a_bool_or_none_only(value: object) -> None:
     with pytest.raises(TypeError, match="hold_spent_quota"):
         AdaptiveLimiterConfig(hold_spent_quota=value)  # type: ignore[arg-type]
+
+
+def test_the_default_profile_holds_and_the_sdk_exact_profile_does_not() -> None:
+    """``None`` (the default) is the profile's choice, and stays so when the profile is changed."""
+    assert AdaptiveLimiterConfig().holds_spent_quota is True
+    assert AdaptiveLimiterConfig(profile="aws").holds_spent_quota is False
+    assert dataclasses.replace(AdaptiveLimiterConfig(), profile="aws").holds_spent_quota is False
+    assert AdaptiveLimiterConfig(profile="aws", hold_spent_quota=True).holds_spent_quota is True
+    assert AdaptiveLimiterConfig(hold_spent_quota=False).holds_spent_quota is False
+
+
+@pytest.mark.anyio
+async def test_the_sdk_exact_profile_retries_at_the_reset_without_holding() -> None:
+    """``RetryPolicy.aws_adaptive()``: the call waits for the reset, but the limiter keeps the SDKs' behaviour."""
+    server = Recorder(httpx.Response(429, headers={"RateLimit": '"q";r=0;t=8'}), httpx.Response(200))
+    sent = transport(server, RetryPolicy.aws_adaptive())
+    async with httpx.AsyncClient(transport=sent) as client:
+        assert (await client.get(URL)).status_code == 200
+    assert server.gaps == [pytest.approx(8.0)]
+    assert limiter_of(sent).holds == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("headers", "hold"),
+    [
+        ({"RateLimit": '"q";r=0;t=1'}, None),  # within its own rounding: the reset may come at any moment
+        ({"RateLimit": '"q";r=0;t=2'}, 2.0),
+        ({"RateLimit": '"q";r=0;t=30'}, 30.0),
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.75"}, 0.75),
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW) + 1)}, None),
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW * 1000) + 400)}, 0.4),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m"}, None),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms"}, 0.02),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m0s"}, 60.0),
+    ],
+    ids=["t=1", "t=2", "t=30", "0.75", "epoch+1", "epoch-ms", "1m", "20ms", "1m0s"],
+)
+async def test_a_hold_lasts_at_most_twice_the_soonest_the_quota_may_be_fresh(
+    headers: dict[str, str], hold: float | None
+) -> None:
+    """A reset is as fine as its last digit: a whole-second ``t=1`` may come at any moment of that second,
+    so it holds nothing (a hold to the announced second could cover a whole 1-s window); longer resets
+    hold until the announcement. The call that met the spent quota is final (a POST): the hold is left."""
+    sent = transport(lambda request: httpx.Response(429, headers=headers), ADAPTIVE)
+    async with httpx.AsyncClient(transport=sent) as client:
+        assert (await client.post(URL, content=b"x")).status_code == 429
+    stats = limiter_of(sent)
+    assert (stats.holds, stats.held) == ((0, 0.0) if hold is None else (1, pytest.approx(hold)))

@@ -112,7 +112,6 @@ async def test_every_event_of_the_catalogue_is_emitted_by_the_real_objects() -> 
     recorder = Recorder(bus)
     policy = RetryPolicy(
         mode="adaptive", backoff=NoBackoff(), throttling_backoff=NoBackoff(),
-        limiter=AdaptiveLimiterConfig(hold_spent_quota=True),
         quota=RetryQuotaConfig(max_capacity=5, retry_cost=5, throttling_retry_cost=5, timeout_retry_cost=5),
         breaker=CircuitBreakerConfig(failure_ratio=None, consecutive_failures=2, break_duration=1.0),
     )

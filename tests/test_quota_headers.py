@@ -5,6 +5,7 @@ never raise."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import NamedTuple
@@ -139,13 +140,13 @@ def test_discord_reset_after_wins_over_its_epoch_reset() -> None:
         "X-RateLimit-Reset-After": "64.57",
         "X-RateLimit-Bucket": "abcd1234",
     }
-    assert quota_of(headers) == AnnouncedQuota(0, 64.57, "x-ratelimit-remaining")
+    assert quota_of(headers) == AnnouncedQuota(0, 64.57, "x-ratelimit-remaining", rounding=0.01)
 
 
 def test_an_epoch_reset_with_a_fraction_is_read() -> None:
     """Discord's X-RateLimit-Reset alone: epoch seconds with a fraction."""
     headers = {"X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "1750000002.25"}
-    assert quota_of(headers) == AnnouncedQuota(1, 2.25, "x-ratelimit-remaining")
+    assert quota_of(headers) == AnnouncedQuota(1, 2.25, "x-ratelimit-remaining", rounding=0.01)
 
 
 def test_an_unreadable_reset_after_falls_back_to_the_reset() -> None:
@@ -162,22 +163,22 @@ def test_reddit_counts_with_a_fraction_are_rounded_down(remaining: str, expected
 
 
 @pytest.mark.parametrize(
-    ("reset", "expected"),
+    ("reset", "expected", "rounding"),
     [
-        ("0", 0.0),
-        ("999999999", 999_999_999.0),  # the longest delta: 31 years
-        ("1000000000", 0.0),  # the first epoch second: 2001, long past
-        ("1750000030", 30.0),
-        ("1749999000", 0.0),  # an epoch in the past: reset already
-        ("999999999999", LONGEST_DELAY),  # the last epoch second before milliseconds, in the year 33658
-        ("1750000030500", 30.5),  # epoch milliseconds
-        ("1749999999000", 0.0),  # epoch milliseconds in the past
+        ("0", 0.0, 1.0),
+        ("999999999", 999_999_999.0, 1.0),  # the longest delta: 31 years
+        ("1000000000", 0.0, 1.0),  # the first epoch second: 2001, long past
+        ("1750000030", 30.0, 1.0),
+        ("1749999000", 0.0, 1.0),  # an epoch in the past: reset already
+        ("999999999999", LONGEST_DELAY, 1.0),  # the last epoch second before milliseconds, in the year 33658
+        ("1750000030500", 30.5, 0.001),  # epoch milliseconds
+        ("1749999999000", 0.0, 0.001),  # epoch milliseconds in the past
     ],
 )
-def test_the_size_of_x_ratelimit_reset_decides_its_unit(reset: str, expected: float) -> None:
+def test_the_size_of_x_ratelimit_reset_decides_its_unit(reset: str, expected: float, rounding: float) -> None:
     """Below 10**9: delta-seconds; from 10**9: epoch seconds; from 10**12: epoch milliseconds."""
     headers = {"X-RateLimit-Remaining": "2", "X-RateLimit-Reset": reset}
-    assert quota_of(headers) == AnnouncedQuota(2, expected, "x-ratelimit-remaining")
+    assert quota_of(headers) == AnnouncedQuota(2, expected, "x-ratelimit-remaining", rounding)
 
 
 def test_an_http_date_in_x_ratelimit_reset_is_read() -> None:
@@ -189,14 +190,15 @@ def test_an_http_date_in_x_ratelimit_reset_is_read() -> None:
 
 # ------------------------------------------------------------------------------- OpenAI, Anthropic
 @pytest.mark.parametrize(
-    ("duration", "expected"),
-    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.5s", 0.5), ("1.5h", 5400.0),
-     ("1m30s", 90.0), ("0s", 0.0), ("1s" * 16, 16.0)],
+    ("duration", "expected", "rounding"),
+    [("1s", 1.0, 1.0), ("6m0s", 360.0, 1.0), ("20ms", 0.02, 0.001), ("1h2m3.5s", 3723.5, 0.1), ("0.5s", 0.5, 0.1),
+     ("1.5h", 5400.0, 360.0), ("1m30s", 90.0, 1.0), ("0s", 0.0, 1.0), ("1s" * 16, 16.0, 1.0), ("2m", 120.0, 60.0)],
 )
-def test_openai_resets_are_go_durations(duration: str, expected: float) -> None:
-    """Hours, minutes, seconds and milliseconds, with fractions, in any combination up to 32 characters."""
+def test_openai_resets_are_go_durations(duration: str, expected: float, rounding: float) -> None:
+    """Hours, minutes, seconds and milliseconds, with fractions, in any combination up to 32 characters;
+    the rounding is the place of the smallest unit's last digit."""
     headers = {"x-ratelimit-remaining-requests": "59", "x-ratelimit-reset-requests": duration}
-    assert quota_of(headers) == AnnouncedQuota(59, expected, "x-ratelimit-remaining-requests")
+    assert quota_of(headers) == AnnouncedQuota(59, expected, "x-ratelimit-remaining-requests", rounding)
 
 
 def test_openai_requests_and_tokens_give_the_more_restrictive_quota() -> None:
@@ -213,23 +215,23 @@ def test_openai_requests_and_tokens_give_the_more_restrictive_quota() -> None:
 
 
 @pytest.mark.parametrize(
-    ("timestamp", "expected"),
+    ("timestamp", "expected", "rounding"),
     [
-        (IN_30_SECONDS, 30.0),
-        ("2025-06-15T15:06:41.5Z", 1.5),
-        ("2025-06-15T15:06:41.250000001Z", 1.25),  # fractions past microseconds are dropped
-        ("2025-06-15T17:07:10+02:00", 30.0),
-        ("2025-06-15T10:07:10-05:00", 30.0),
-        ("2025-06-15 15:07:10z", 30.0),  # RFC 3339 allows a space and lower-case letters
-        ("2025-06-15T15:06:00Z", 0.0),  # in the past: reset already
-        ("9999-12-31T23:59:59-23:59", LONGEST_DELAY),
-        ("0001-01-01T00:00:00+23:59", 0.0),
+        (IN_30_SECONDS, 30.0, 1.0),
+        ("2025-06-15T15:06:41.5Z", 1.5, 0.1),
+        ("2025-06-15T15:06:41.250000001Z", 1.25, 1e-9),  # fractions past microseconds are dropped
+        ("2025-06-15T17:07:10+02:00", 30.0, 1.0),
+        ("2025-06-15T10:07:10-05:00", 30.0, 1.0),
+        ("2025-06-15 15:07:10z", 30.0, 1.0),  # RFC 3339 allows a space and lower-case letters
+        ("2025-06-15T15:06:00Z", 0.0, 1.0),  # in the past: reset already
+        ("9999-12-31T23:59:59-23:59", LONGEST_DELAY, 1.0),
+        ("0001-01-01T00:00:00+23:59", 0.0, 1.0),
     ],
 )
-def test_anthropic_resets_are_rfc_3339_times(timestamp: str, expected: float) -> None:
+def test_anthropic_resets_are_rfc_3339_times(timestamp: str, expected: float, rounding: float) -> None:
     """The time until an RFC 3339 timestamp with its zone, against the injected wall clock."""
     headers = {"anthropic-ratelimit-tokens-remaining": "38000", "anthropic-ratelimit-tokens-reset": timestamp}
-    assert quota_of(headers) == AnnouncedQuota(38000, expected, "anthropic-ratelimit-tokens-remaining")
+    assert quota_of(headers) == AnnouncedQuota(38000, expected, "anthropic-ratelimit-tokens-remaining", rounding)
 
 
 def test_anthropic_requests_and_tokens_give_the_more_restrictive_quota() -> None:
@@ -255,7 +257,7 @@ def test_the_most_restrictive_announcement_of_all_families_wins() -> None:
         "x-ratelimit-remaining-tokens": "0",
         "x-ratelimit-reset-tokens": "1m",
     }
-    assert quota_of(headers) == AnnouncedQuota(0, 60.0, "x-ratelimit-remaining-tokens")
+    assert quota_of(headers) == AnnouncedQuota(0, 60.0, "x-ratelimit-remaining-tokens", rounding=60.0)
 
 
 def test_families_with_as_few_left_are_told_apart_by_the_longer_reset() -> None:
@@ -327,6 +329,7 @@ class Slot(NamedTuple):
     header: str
     counts: bool  # the value under test is the count (else the reset)
     whole: bool = True  # the header takes whole numbers only
+    capped_rounding: float = 1.0  # the rounding of the value under test at its cap (epoch ms: 0.001)
 
     def headers(self, value: bytes) -> httpx.Headers:
         return httpx.Headers([(name, template.replace(b"@", value)) for name, template in self.pairs])
@@ -336,7 +339,9 @@ class Slot(NamedTuple):
 
     def capped(self) -> AnnouncedQuota:
         """The announcement with the value under test at its cap."""
-        return self.announcement(MOST) if self.counts else self.announcement(LONGEST_DELAY)
+        if self.counts:
+            return self.announcement(MOST)
+        return replace(self.announcement(LONGEST_DELAY), rounding=self.capped_rounding)
 
 
 FIELD_SLOTS = {
@@ -355,11 +360,11 @@ PAIR_SLOTS = {
     "X-RateLimit-Reset-After": Slot(((b"X-RateLimit-Remaining", b"5"), (b"X-RateLimit-Reset-After", b"@")),
                                     "x-ratelimit-remaining", counts=False, whole=False),
     "X-RateLimit-Reset": Slot(((b"X-RateLimit-Remaining", b"5"), (b"X-RateLimit-Reset", b"@")),
-                              "x-ratelimit-remaining", counts=False, whole=False),
+                              "x-ratelimit-remaining", counts=False, whole=False, capped_rounding=0.001),
     "x-rate-limit-remaining": Slot(((b"x-rate-limit-remaining", b"@"), (b"x-rate-limit-reset", b"30")),
                                    "x-rate-limit-remaining", counts=True, whole=False),
     "x-rate-limit-reset": Slot(((b"x-rate-limit-remaining", b"5"), (b"x-rate-limit-reset", b"@")),
-                               "x-rate-limit-remaining", counts=False, whole=False),
+                               "x-rate-limit-remaining", counts=False, whole=False, capped_rounding=0.001),
     "OpenAI requests": Slot(((b"x-ratelimit-remaining-requests", b"@"), (b"x-ratelimit-reset-requests", b"30s")),
                             "x-ratelimit-remaining-requests", counts=True),
     "OpenAI tokens": Slot(((b"x-ratelimit-remaining-tokens", b"@"), (b"x-ratelimit-reset-tokens", b"30s")),
@@ -481,13 +486,14 @@ def in_range(found: AnnouncedQuota | None) -> bool:
         0 <= found.remaining <= MOST
         and math.isfinite(found.reset)
         and 0.0 <= found.reset <= LONGEST_DELAY
+        and 1e-9 <= found.rounding <= 3600.0
         and found.header in QUOTA_HEADERS
     )
 
 
 @given(st.lists(TEXT, min_size=len(QUOTA_HEADERS), max_size=len(QUOTA_HEADERS)))
 def test_no_text_in_any_header_raises_or_gives_a_quota_out_of_range(values: list[str]) -> None:
-    """Any text in every header read gives None or a count and a finite reset within their bounds."""
+    """Any text in every header read gives None or a count, a finite reset and a rounding within their bounds."""
     assert in_range(announced_quota(dict(zip(QUOTA_HEADERS, values, strict=True)), wall))
 
 

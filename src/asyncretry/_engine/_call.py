@@ -73,6 +73,7 @@ Label = Callable[[], str]
 
 _SUCCESS = OutcomeKind.SUCCESS
 _THROTTLING = OutcomeKind.THROTTLING
+_HOLD_TIMES_SOONEST = 2.0  # a hold lasts at most twice the soonest a spent quota may be fresh (Call.hold_of)
 
 
 class Call:
@@ -429,15 +430,23 @@ class Call:
         return min(server, cap), True
 
     def hold_of(self, outcome: Outcome) -> float | None:
-        """How long the scope's limiter must hold every caller after ``outcome``: the time until the
-        quota the server announced spent is fresh, cut to ``max_server_delay``; ``None`` (no hold) unless
-        the policy's limiter has ``hold_spent_quota``."""
+        """How long the scope's limiter must hold every caller after ``outcome``, which announced the
+        server's quota spent; ``None`` (no hold) unless the policy's limiter holds on spent quotas.
+
+        The hold runs until the announced reset, cut to ``max_server_delay``, but never longer than twice
+        the soonest the quota may be fresh (the reset less its rounding). A reset in whole seconds may come
+        up to a second sooner than announced: ``t=1`` may come at any moment, and a hold to the announced
+        second could cover all of a 1-s window's next second, so it holds nothing (the call that met it
+        still waits for it); ``t=2`` and more hold until the announcement.
+        """
         reset = outcome.quota_reset
         policy = self.policy
         limiter = policy.limiter_config
-        if reset is None or limiter is None or not limiter.hold_spent_quota or not policy.honour_server_delay:
+        if reset is None or limiter is None or not limiter.holds_spent_quota or not policy.honour_server_delay:
             return None
-        return min(reset, _seconds(policy.max_server_delay))
+        soonest = max(0.0, reset - outcome.quota_rounding)
+        hold = min(reset, soonest * _HOLD_TIMES_SOONEST, _seconds(policy.max_server_delay))
+        return hold if hold > 0.0 else None
 
     # -------------------------------------------------------------------------------- deadlines
     def left(self, now: float, outer: float | None) -> float | None:

@@ -105,6 +105,8 @@ class Outcome:
             that none is left (``RateLimit: "default";r=0;t=30``, ``X-RateLimit-Remaining: 0`` ...): a
             retry waits for it when no ``server_delay`` was asked, and with ``hold_spent_quota`` the
             scope's limiter holds every caller until then.
+        quota_rounding: how much sooner than ``quota_reset`` the quota may be fresh: the place of the
+            announced reset's last digit (``AnnouncedQuota.rounding``), 1.0 for whole seconds; 0 when exact.
     """
 
     kind: OutcomeKind
@@ -114,6 +116,7 @@ class Outcome:
     server_delay: float | None = None
     server_delay_is_hint: bool = False
     quota_reset: float | None = None
+    quota_rounding: float = 0.0
 
 
 ExceptionPredicate = Callable[[Exception], "OutcomeKind | bool | None"]
@@ -227,10 +230,12 @@ class Classifier:
         outcome = self._error_kind(error)
         if outcome.server_delay is not None:
             return outcome
-        delay, reset = server_directions_of(error, self.wall_clock if self.wall_clock is not None else time.time)
+        delay, spent = server_directions_of(error, self.wall_clock if self.wall_clock is not None else time.time)
+        if spent is not None:
+            outcome = replace(outcome, quota_reset=spent.reset, quota_rounding=spent.rounding)
         if delay is None or not outcome.kind.retryable:
-            return outcome if reset is None else replace(outcome, quota_reset=reset)
-        return replace(outcome, server_delay=delay[0], server_delay_is_hint=delay[1], quota_reset=reset)
+            return outcome
+        return replace(outcome, server_delay=delay[0], server_delay_is_hint=delay[1])
 
     def _error_kind(self, error: Exception) -> Outcome:
         name = type(error).__name__

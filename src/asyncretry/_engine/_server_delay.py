@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from .._http._quota_headers import QUOTA_HEADERS, announced_quota
+from .._http._quota_headers import QUOTA_HEADERS, AnnouncedQuota, announced_quota
 from .._http._retry_after import DELAY_HEADERS, LONGEST_DELAY, ServerDelay, server_delay
 
 __all__ = ["server_directions_of"]
@@ -36,12 +36,12 @@ _MOST_HEADERS = 1000  # a plain dict of headers is searched by name: never walk 
 
 def server_directions_of(
     error: BaseException, wall_clock: Callable[[], float]
-) -> tuple[ServerDelay | None, float | None]:
+) -> tuple[ServerDelay | None, AnnouncedQuota | None]:
     """What ``error`` asks of the next attempts; never raises.
 
     Returns:
-        ``(delay, quota_reset)``: the ``(seconds, is_hint)`` to wait before a retry, or ``None``; and
-        the seconds until a quota the server announced spent is fresh, or ``None``. The headers of the
+        ``(delay, spent)``: the ``(seconds, is_hint)`` to wait before a retry, or ``None``; and the
+        announcement of a quota the server announced spent, or ``None``. The headers of the
         response the error carries are read first, then its own.
 
     Args:
@@ -61,10 +61,10 @@ def server_directions_of(
     if not headers:
         return delay, None
     announced = announced_quota(headers, wall_clock)  # the parsers never raise
-    reset = announced.spent_reset if announced is not None else None
+    spent = announced if announced is not None and announced.spent else None
     if delay is None:
         delay = server_delay(headers, wall_clock)
-    return delay, reset
+    return delay, spent
 
 
 def _attribute(value: object, wall_clock: Callable[[], float]) -> ServerDelay | None:

@@ -45,16 +45,20 @@ class AnnouncedQuota:
         reset: the seconds until the window resets, from 0 to :data:`LONGEST_DELAY`.
         header: the lower-case name of the header the reading came from (``"ratelimit"``,
             ``"x-ratelimit-remaining"``, ...), for events and messages.
+        rounding: how much sooner than ``reset`` the window may in fact reset: the place of the reset's
+            last digit. 1.0 for whole seconds (delta-seconds, epoch seconds, an HTTP-date, ``6m0s``), which
+            servers round, mostly up; 0.01 for ``64.57``, 0.001 for epoch milliseconds or ``20ms``.
     """
 
     remaining: int
     reset: float
     header: str
+    rounding: float = 1.0
 
     @property
-    def spent_reset(self) -> float | None:
-        """The seconds until the quota is fresh again when none of it is left; ``None`` while some is."""
-        return self.reset if self.remaining == 0 else None
+    def spent(self) -> bool:
+        """Whether none of the quota is left until ``reset``."""
+        return self.remaining == 0
 
 
 _STRUCTURED = "ratelimit"
@@ -86,9 +90,10 @@ _LONGEST_DURATION = 32
 _DURATION = re.compile(r"(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ms|h|m|s))+")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ms|h|m|s)")
 _SECONDS_PER_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
+_FINEST_PLACE = 9  # digits after the point that count towards a reset's rounding (nanoseconds)
 _LONGEST_TIMESTAMP = 40
 _RFC3339 = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
 
 # Sizes of an X-RateLimit-Reset value from which it is an epoch time (see the module docstring).
@@ -147,18 +152,27 @@ def _bounded(seconds: float) -> float:
     return min(seconds, LONGEST_DELAY) if seconds > 0.0 else 0.0
 
 
+def _place(number: str, unit: float = 1.0) -> float:
+    """The place of a decimal number's last digit, in seconds when its unit is ``unit`` seconds
+    (``"64.57"``: 0.01; ``"30"``: 1.0)."""
+    return unit * 10.0 ** -min(len(number.partition(".")[2]), _FINEST_PLACE)
+
+
 # -------------------------------------------------------------------------------------------- resets
-def _delta_seconds(value: str) -> float | None:
+_Reading = tuple[float, float]  # a reset read: (seconds until it, how much sooner it may come)
+
+
+def _delta_seconds(value: str) -> _Reading | None:
     whole = _whole(value)
-    return None if whole is None else _bounded(float(whole))
+    return None if whole is None else (_bounded(float(whole)), 1.0)
 
 
-def _decimal_seconds(value: str) -> float | None:
+def _decimal_seconds(value: str) -> _Reading | None:
     seconds = _decimal(value)
-    return None if seconds is None else _bounded(seconds)
+    return None if seconds is None else (_bounded(seconds), _place(value.strip(_OWS)))
 
 
-def _epoch_or_delta(value: str, now: _WallClock) -> float | None:
+def _epoch_or_delta(value: str, now: _WallClock) -> _Reading | None:
     """``X-RateLimit-Reset``: epoch milliseconds, epoch seconds, delta-seconds or an HTTP-date."""
     number = _decimal(value)
     if number is None:
@@ -166,35 +180,38 @@ def _epoch_or_delta(value: str, now: _WallClock) -> float | None:
         if not text[:1].isalpha():  # every HTTP-date form starts with a day name: no clock for garbage
             return None
         when = http_date(text, now())
-        return None if when is None else _bounded(when - now())
+        return None if when is None else (_bounded(when - now()), 1.0)
     if number >= _EPOCH_MILLISECONDS:
-        return _bounded(number / 1000.0 - now())
+        return _bounded(number / 1000.0 - now()), _place(value.strip(_OWS), 0.001)
     if number >= _EPOCH_SECONDS:
-        return _bounded(number - now())
-    return _bounded(number)
+        number -= now()
+    return _bounded(number), _place(value.strip(_OWS))
 
 
-def _go_duration(value: str) -> float | None:
+def _go_duration(value: str) -> _Reading | None:
     """A Go-style duration (``1h2m3.5s``, ``20ms``): decimal parts in h, m, s or ms, at least one."""
     text = value.strip(_OWS)
     if len(text) > _LONGEST_DURATION or _DURATION.fullmatch(text) is None:
         return None
-    seconds = 0.0
+    seconds, rounding = 0.0, LONGEST_DELAY
     for number, unit in _DURATION_PART.findall(text):
-        seconds += float(number) / 1000.0 if unit == "ms" else float(number) * _SECONDS_PER_UNIT[unit]
-    return _bounded(seconds)
+        size = 0.001 if unit == "ms" else _SECONDS_PER_UNIT[unit]
+        seconds += float(number) * size
+        rounding = min(rounding, _place(number, size))
+    return _bounded(seconds), rounding
 
 
-def _rfc3339(value: str, now: _WallClock) -> float | None:
+def _rfc3339(value: str, now: _WallClock) -> _Reading | None:
     """The seconds until an RFC 3339 time with its zone (``2026-11-30T17:30:00Z``)."""
     text = value.strip(_OWS)
-    if len(text) > _LONGEST_TIMESTAMP or not text.isascii() or _RFC3339.fullmatch(text) is None:
+    matched = _RFC3339.fullmatch(text) if len(text) <= _LONGEST_TIMESTAMP and text.isascii() else None
+    if matched is None:
         return None
     try:
         when = datetime.fromisoformat(text.upper()).timestamp()  # upper(): RFC 3339 allows "t" and "z"
     except (ValueError, OverflowError, OSError):
         return None  # a month 13, a leap second, an offset of 24 hours, a year out of range
-    return _bounded(when - now())
+    return _bounded(when - now()), _place(matched[1] or "")
 
 
 # --------------------------------------------------------------------------------- RateLimit field
@@ -233,10 +250,10 @@ def _members(field: str) -> list[list[str]] | None:
 def _announcement(remaining: str | None, reset: str | None, header: str) -> AnnouncedQuota | None:
     if remaining is None or reset is None:
         return None
-    count, seconds = _whole(remaining), _delta_seconds(reset)
-    if count is None or seconds is None:
+    count, reading = _whole(remaining), _delta_seconds(reset)
+    if count is None or reading is None:
         return None
-    return AnnouncedQuota(count, seconds, header)
+    return AnnouncedQuota(count, reading[0], header, reading[1])
 
 
 def _structured(headers: Mapping[str, str]) -> list[AnnouncedQuota]:
@@ -266,7 +283,7 @@ def _structured(headers: Mapping[str, str]) -> list[AnnouncedQuota]:
 
 
 # --------------------------------------------------------------------------------- header pairs
-_Reset = tuple[str, Callable[[str], float | None]]  # a reset header and its reader
+_Reset = tuple[str, Callable[[str], _Reading | None]]  # a reset header and its reader
 
 
 def _pair(
@@ -282,9 +299,9 @@ def _pair(
         return None
     for reset_name, reset in resets:
         value = headers.get(reset_name)
-        seconds = None if value is None else reset(value)
-        if seconds is not None:
-            return AnnouncedQuota(remaining, seconds, remaining_name)
+        reading = None if value is None else reset(value)
+        if reading is not None:
+            return AnnouncedQuota(remaining, reading[0], remaining_name, reading[1])
     return None
 
 

@@ -282,10 +282,11 @@ class AdaptiveRateLimiter:
         served before the hold (the successes since the previous hold began, over that time but at most
         over the hold's length), for as long as the hold lasted; the rate control is not changed (the
         announcement says when the quota comes back, not how fast the server serves). A hold that ends
-        sooner than the one running changes nothing. With ``hold_spent_quota`` in the policy's limiter
-        config, the retry engine calls this when a response announces its quota spent (``RateLimit``,
-        ``X-RateLimit-*`` and the like: see :func:`asyncretry.httpx.announced_quota`), cut to the
-        policy's ``max_server_delay``. Synchronous, never waits.
+        sooner than the one running changes nothing. The retry engine calls this when a response
+        announces its quota spent (``RateLimit``, ``X-RateLimit-*`` and the like: see
+        :func:`asyncretry.httpx.announced_quota`) and the policy's limiter config holds on it
+        (``hold_spent_quota``, on with the default profile), cut to the policy's ``max_server_delay``.
+        Synchronous, never waits.
 
         Args:
             seconds: how long to hold from now, seconds (>= 0, finite) or a ``timedelta``.

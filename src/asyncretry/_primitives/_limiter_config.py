@@ -66,10 +66,10 @@ class AdaptiveLimiterConfig:
         hold_spent_quota: when an answer announces the server's quota spent (``RateLimit``,
             ``X-RateLimit-*`` ...), the retry engine holds the limiter until the reset
             (:meth:`~asyncretry.AdaptiveRateLimiter.hold`): every task that shares it waits, then the
-            waiters go out at the rate the limiter was served before. Recommended for quota windows of
-            10 s and more, or resets given with a fraction; with windows of a second or two and resets in
-            whole seconds a hold can last into the next window. Default ``False``: only the call that met
-            the spent quota waits for the reset.
+            waiters go out at the rate the limiter was served before. A reset in whole seconds is held
+            at most a tenth past the soonest it may come, so a 1-s window is not held into the next.
+            ``False``: only the call that met the spent quota waits for the reset. Default ``None``:
+            ``True`` with the ``"asyncretry"`` profile, ``False`` with ``"aws"``, which the SDKs do not do.
 
     ``"aws"`` profile (SPEC section 5):
         beta: the factor the rate is multiplied by on a throttle, in ``(0, 1)``; default 0.7.
@@ -177,7 +177,7 @@ class AdaptiveLimiterConfig:
     min_capacity: float = 1.0
     max_rate_growth: float = 2.0
     max_wait: float | timedelta | None = None
-    hold_spent_quota: bool = False
+    hold_spent_quota: bool | None = None
     utilization: float = 0.95
     repeat_decrease: float = 0.7
     min_repeat_decrease: float = 0.25
@@ -215,7 +215,8 @@ class AdaptiveLimiterConfig:
         put(self, "min_capacity", check_number("min_capacity", self.min_capacity, low=1.0))
         if self.max_wait is not None:
             put(self, "max_wait", check_seconds("max_wait", self.max_wait, allow_inf=True))
-        check_bool("hold_spent_quota", self.hold_spent_quota)
+        if self.hold_spent_quota is not None:
+            check_bool("hold_spent_quota", self.hold_spent_quota)
         for field in ("utilization", "repeat_decrease", "fair_decrease"):
             value = getattr(self, field)
             put(self, field, check_number(field, value, low=0.0, high=1.0, low_open=True, high_open=True))
@@ -240,6 +241,12 @@ class AdaptiveLimiterConfig:
             put(self, field, check_number(field, getattr(self, field), low=0.0, high=1.0))
         for field in (*_FAIR_PROFILE, *_INDEPENDENT_PROFILE):
             put(self, field, check_number(field, getattr(self, field), low=0.0, low_open=True))
+
+    @property
+    def holds_spent_quota(self) -> bool:
+        """Whether the retry engine holds the limiter on a quota announced spent: ``hold_spent_quota``, or
+        when that is ``None``, the profile's choice (``"asyncretry"`` holds, ``"aws"`` does not)."""
+        return self.profile == "asyncretry" if self.hold_spent_quota is None else self.hold_spent_quota
 
 def as_seconds(value: float | timedelta) -> float:
     """A duration of the config as a float (the config normalizes them; this only narrows the type)."""
