@@ -1,12 +1,19 @@
-"""asyncretry.otel and the adaptive limiter: its cuts, counted by the rule that decided each."""
+"""asyncretry.otel and the adaptive limiter: its cuts, counted by the rule that decided each, and its holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
 import anyio
+import httpx
 import pytest
 
-from asyncretry import AdaptiveRateLimiter, otel
-from test_otel import Telemetry, scope, scoped
+from asyncretry import AdaptiveRateLimiter, RetryPolicy, otel
+from asyncretry._otel_meters import Meters
+from asyncretry.httpx import AsyncRetryTransport
+from test_otel import ORIGIN, Telemetry, scope, scoped
 from test_otel import instrumentation as instrumentation
 from test_otel import telemetry as telemetry
 
@@ -35,3 +42,58 @@ async def test_each_cut_of_the_fill_rate_is_counted_by_its_rule(
         scoped(scope("api"), asyncretry__limiter__rule="restart_below_capacity"): 1,
         scoped(scope("api"), asyncretry__limiter__rule="outage"): 1,
     }
+
+
+@pytest.mark.anyio
+async def test_each_hold_is_counted_by_what_announced_it_and_an_observed_limiter_shows_what_is_left(
+    telemetry: Telemetry, instrumentation: otel.Instrumentation
+) -> None:
+    """A hold that begins or grows counts once, under the reason that announced it; a shorter one changes
+    nothing. The gauge of an observed limiter reads the seconds it still holds, down to 0."""
+    limiter = AdaptiveRateLimiter(name="api")
+    instrumentation.observe(limiter)
+    assert telemetry.metrics()["asyncretry.limiter.held"] == {scoped(scope("api")): 0.0}
+    limiter.hold(30.0, reason="HTTP 429")
+    limiter.hold(10.0, reason="HTTP 429")  # ends sooner than the hold that runs: no hold
+    await anyio.sleep(5.0)
+    limiter.hold(40.0, reason="HTTP 403 (quota spent)")  # grows: a hold
+    found = telemetry.metrics()
+    assert found["asyncretry.limiter.holds"] == {
+        scoped(scope("api"), error__type="HTTP 429"): 1,
+        scoped(scope("api"), error__type="HTTP 403 (quota spent)"): 1,
+    }
+    assert found["asyncretry.limiter.held"] == {scoped(scope("api")): 40.0}
+    await anyio.sleep(40.0)
+    assert telemetry.metrics()["asyncretry.limiter.held"] == {scoped(scope("api")): 0.0}
+
+
+@pytest.mark.anyio
+async def test_a_transport_that_meets_a_spent_quota_counts_its_hold(
+    telemetry: Telemetry, instrumentation: otel.Instrumentation
+) -> None:
+    """Through the engine: the default policy holds the scope's limiter on the announced quota, once."""
+    answers = iter([httpx.Response(429, headers={"RateLimit": '"q";r=0;t=8'}), httpx.Response(200)])
+    transport = AsyncRetryTransport(httpx.MockTransport(lambda request: next(answers)),
+                                    policy=RetryPolicy(mode="adaptive"))
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get("https://api.example/items")).status_code == 200
+    assert telemetry.metrics()["asyncretry.limiter.holds"] == {scoped(ORIGIN, error__type="HTTP 429"): 1}
+
+
+def test_every_instrument_is_documented_in_the_module_and_on_the_observability_page() -> None:
+    """Each instrument asyncretry registers with a meter has a line in ``asyncretry.otel``'s docstring and a
+    row in docs/observability.md's table, so that neither list falls behind the code."""
+    registered: list[str] = []
+
+    class Meter:
+        def __getattr__(self, kind: str) -> Callable[..., None]:
+            assert kind.startswith("create_")
+            return lambda name, *args, **kwargs: registered.append(name)
+
+    Meters(SimpleNamespace(get_meter=lambda *args, **kwargs: Meter()))  # type: ignore[arg-type]
+    page = (Path(__file__).parent.parent / "docs" / "observability.md").read_text()
+    assert otel.__doc__ is not None
+    assert {"asyncretry.retry.delay", "asyncretry.limiter.holds", "asyncretry.limiter.held"} <= set(registered)
+    for name in registered:
+        assert f"``{name}``" in otel.__doc__, name
+        assert f"| `{name}` |" in page, name

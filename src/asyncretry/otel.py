@@ -30,10 +30,14 @@ scope is an origin such as ``https://api.example:443``, the httpx transports' de
 * ``asyncretry.breaker.transitions`` (counter, ``{transition}``): ``asyncretry.breaker.state``, the new state.
 * ``asyncretry.limiter.cuts`` (counter, ``{cut}``): ``asyncretry.limiter.rule``, the rule that cut the adaptive
   limiter's fill rate (:attr:`~asyncretry.LimiterRateChanged.cut`, :data:`~asyncretry.LimiterRule`).
+* ``asyncretry.limiter.holds`` (counter, ``{hold}``): ``error.type``, what announced the quota spent; holds of
+  the adaptive limiter that began or grew (:class:`~asyncretry.LimiterHeld`).
 * ``asyncretry.quota.available`` (gauge, ``{token}``), observed objects.
 * ``asyncretry.budget.available`` (gauge, ``{retry}``), observed objects: the retries the budget's window
   allows beyond those it holds (a retry is allowed while it is >= 1).
 * ``asyncretry.limiter.fill_rate`` (gauge, ``{attempt}/s``), observed objects, once the limiter limits.
+* ``asyncretry.limiter.held`` (gauge, ``s``), observed objects: the seconds the limiter still holds (0 when
+  it does not).
 * ``asyncretry.turns.waiting`` (gauge, ``{call}``), observed retriers' and transports' scopes, once a call with
   a caller has waited there: the calls waiting for their caller's turn (for its earlier calls) at the rate limits.
 * ``asyncretry.breaker.state`` (gauge, ``1``), observed objects: ``asyncretry.breaker.state``, 1 for the
@@ -59,16 +63,13 @@ that ends later than a hedge sent after it.
 from __future__ import annotations
 
 import logging
-import threading
-import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 try:
     from opentelemetry import metrics, trace
-    from opentelemetry.metrics import CallbackOptions, Observation
 except ImportError as error:  # pragma: no cover - exercised by a test that hides the package
     raise ImportError(
         "asyncretry.otel needs the OpenTelemetry API: install the extra with pip install 'asyncretry[otel]'"
@@ -84,246 +85,28 @@ from ._events import (
     EventBus,
     GaveUp,
     HedgeSent,
+    LimiterHeld,
     LimiterRateChanged,
     QuotaExhausted,
     RetryScheduled,
     Throttled,
 )
+from ._otel_meters import DELAY_BUCKETS as DELAY_BUCKETS  # the buckets asyncretry.retry.delay advises
+from ._otel_meters import SCHEMA_URL as SCHEMA_URL
+from ._otel_meters import Meters, meters_for
 from ._otel_sources import (
     CACHE_LIMIT,
     PARTS,
     Attributes,
     Source,
-    Statistics,
     current_runner,
     retrier_of,
     scope_attributes,
 )
 from ._otel_spans import resend_count, with_target
-from ._primitives._breaker import BreakerState, BreakerStatistics
-from ._primitives._budget import BudgetStatistics
-from ._primitives._limiter import LimiterStatistics
-from ._primitives._quota import QuotaStatistics
-from ._primitives._turns import TurnStatistics
 from ._validate import check_bool, check_instance, check_seconds
 
 __all__ = ["Instrumentation", "instrument"]
-
-_log = logging.getLogger("asyncretry.otel")
-T = TypeVar("T")
-K = TypeVar("K")
-
-SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
-"""The semantic conventions version whose attribute names (``error.type``, ``server.address`` ...) are used."""
-
-DELAY_BUCKETS = (0.0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
-"""Bucket boundaries advised for ``asyncretry.retry.delay`` (seconds): backoff runs from milliseconds
-to AWS's 20 s cap, server-directed delays up to the policy's ``max_server_delay`` (60 s by default)."""
-
-
-
-class _Meters:
-    """The instruments of one meter provider, and the counts behind its counters.
-
-    Made once per provider and shared by every :class:`Instrumentation` on it: a provider hands back
-    the first asynchronous instrument registered under a name and ignores the callbacks of any later
-    one, so the callbacks read state kept here.
-
-    The counters are pre-aggregated (OpenTelemetry's asynchronous counters): a listener adds one to a
-    dict entry under a lock, a few hundred nanoseconds, where a synchronous ``Counter.add`` costs the
-    SDK several microseconds per call; the SDK reads the totals once per collection. The totals live
-    here, not in an instrumentation, because a cumulative counter must never go down.
-    """
-
-    def __init__(self, provider: metrics.MeterProvider) -> None:
-        from . import __version__
-
-        meter = provider.get_meter("asyncretry", __version__, schema_url=SCHEMA_URL)
-        self.counting = threading.Lock()
-        self.attempts: dict[tuple[str, str, str], int] = {}  # (scope, outcome, reason or "" on success)
-        self.retries: dict[tuple[str, str, str], int] = {}  # (scope, outcome, reason)
-        self.give_ups: dict[tuple[str, str, str, str], int] = {}  # (scope, why, outcome, reason)
-        self.throttles: dict[tuple[str, str], int] = {}  # (scope, reason)
-        self.hedges: dict[str, int] = {}  # scope
-        self.exhaustions: dict[str, int] = {}  # scope
-        self.budget_exhaustions: dict[str, int] = {}  # scope
-        self.transitions: dict[tuple[str, str], int] = {}  # (scope, new state)
-        self.cuts: dict[tuple[str, str], int] = {}  # (scope, rule)
-        self.sources: list[Source] = []
-        self.lock = threading.Lock()
-        self.delay = meter.create_histogram(
-            "asyncretry.retry.delay", unit="s", description="The delay before each retry.",
-            explicit_bucket_boundaries_advisory=DELAY_BUCKETS,
-        )
-        counters: list[tuple[str, str, str, Callable[[CallbackOptions], Iterable[Observation]]]] = [
-            ("asyncretry.attempts", "{attempt}", "Attempts made, by how they ended.", self._count_attempts),
-            ("asyncretry.retries", "{retry}", "Retries scheduled, by the failure that caused them.",
-             self._count_retries),
-            ("asyncretry.give_ups", "{call}", "Calls that ended in failure, by why retrying stopped.",
-             self._count_give_ups),
-            ("asyncretry.throttles", "{response}", "Responses classified as throttling.", self._count_throttles),
-            ("asyncretry.hedges", "{attempt}", "Hedges sent: attempts sent while an earlier one still ran.",
-             self._count_hedges),
-            ("asyncretry.quota.exhaustions", "{episode}",
-             "Times a retry quota ran dry (once per episode, until it can pay again).", self._count_exhaustions),
-            ("asyncretry.budget.exhaustions", "{episode}",
-             "Times a retry budget refused a retry (once per episode, until it allows one again).",
-             self._count_budget_exhaustions),
-            ("asyncretry.breaker.transitions", "{transition}", "Circuit breaker state changes, by the new state.",
-             self._count_transitions),
-            ("asyncretry.limiter.cuts", "{cut}", "Cuts of the adaptive limiter's fill rate, by the rule that decided.",
-             self._count_cuts),
-        ]
-        for name, unit, description, callback in counters:
-            meter.create_observable_counter(name, [callback], unit=unit, description=description)
-        meter.create_observable_gauge(
-            "asyncretry.quota.available", [self._observe_quotas], unit="{token}",
-            description="Tokens in the retry quota.",
-        )
-        meter.create_observable_gauge(
-            "asyncretry.budget.available", [self._observe_budgets], unit="{retry}",
-            description="Retries the retry budget's window allows beyond those it holds.",
-        )
-        meter.create_observable_gauge(
-            "asyncretry.limiter.fill_rate", [self._observe_limiters], unit="{attempt}/s",
-            description="The adaptive rate limiter's fill rate, once a throttle made it limit.",
-        )
-        meter.create_observable_gauge(
-            "asyncretry.turns.waiting", [self._observe_turns], unit="{call}",
-            description="Calls waiting for an earlier call of their caller at the scope's rate limits.",
-        )
-        meter.create_observable_gauge(
-            "asyncretry.breaker.state", [self._observe_breakers], unit="1",
-            description="1 for the circuit breaker's current state, 0 for the others.",
-        )
-
-    # -- counters: the totals so far, each with the attributes of its key
-    def _totals(self, counts: dict[K, int]) -> list[tuple[K, int]]:
-        with self.counting:
-            return list(counts.items())
-
-    def _count_attempts(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(n, {**scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason}
-                        if reason else {**scope_attributes(scope), "asyncretry.outcome": outcome})
-            for (scope, outcome, reason), n in self._totals(self.attempts)
-        ]
-
-    def _count_retries(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(n, {**scope_attributes(scope), "asyncretry.outcome": outcome, "error.type": reason})
-            for (scope, outcome, reason), n in self._totals(self.retries)
-        ]
-
-    def _count_give_ups(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(n, {
-                **scope_attributes(scope), "asyncretry.why": why, "asyncretry.outcome": outcome, "error.type": reason,
-            })
-            for (scope, why, outcome, reason), n in self._totals(self.give_ups)
-        ]
-
-    def _count_throttles(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(n, {**scope_attributes(scope), "error.type": reason})
-            for (scope, reason), n in self._totals(self.throttles)
-        ]
-
-    def _count_hedges(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, scope_attributes(scope)) for scope, n in self._totals(self.hedges)]
-
-    def _count_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, scope_attributes(scope)) for scope, n in self._totals(self.exhaustions)]
-
-    def _count_budget_exhaustions(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, scope_attributes(scope)) for scope, n in self._totals(self.budget_exhaustions)]
-
-    def _count_transitions(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(n, {**scope_attributes(scope), "asyncretry.breaker.state": state})
-            for (scope, state), n in self._totals(self.transitions)
-        ]
-
-    def _count_cuts(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(n, {**scope_attributes(scope), "asyncretry.limiter.rule": rule})
-            for (scope, rule), n in self._totals(self.cuts)
-        ]
-
-    # -- gauges: each callback reads a fresh snapshot of every observed object
-    def _observe_quotas(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.available, a) for a, s in self._parts(options, QuotaStatistics)]
-
-    def _observe_budgets(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.available, a) for a, s in self._parts(options, BudgetStatistics)]
-
-    def _observe_limiters(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.fill_rate, a) for a, s in self._parts(options, LimiterStatistics) if s.enabled]
-
-    def _observe_turns(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.waiting, a) for a, s in self._parts(options, TurnStatistics)]
-
-    def _observe_breakers(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(1 if s.state is state else 0, {**a, "asyncretry.breaker.state": state.value})
-            for a, s in self._parts(options, BreakerStatistics)
-            for state in BreakerState
-        ]
-
-    def _parts(self, options: CallbackOptions, kind: type[T]) -> list[tuple[Attributes, T]]:
-        """The snapshots of type ``kind`` among the observed objects, one per attribute set."""
-        with self.lock:
-            alive = [s for s in self.sources if not (s.runner is not None and s.runner.closed)]
-            self.sources[:] = alive
-        by_runner: dict[int | None, list[Source]] = {}  # one trip to each event loop per collection
-        for source in alive:
-            by_runner.setdefault(source.runner.key if source.runner is not None else None, []).append(source)
-        found: list[tuple[Attributes, T]] = []
-        seen: set[frozenset[tuple[str, Any]]] = set()
-        for group in by_runner.values():
-            for attributes, snapshot in _read(group, options):
-                if isinstance(snapshot, kind):
-                    key = frozenset(attributes.items())
-                    if key not in seen:
-                        seen.add(key)
-                        found.append((attributes, snapshot))
-        return found
-
-
-def _read(group: list[Source], options: CallbackOptions) -> list[tuple[Attributes, Statistics]]:
-    """Snapshot a group of sources that live on the same event loop, on that loop's thread."""
-    runner = group[0].runner
-    timeout = min(options.timeout_millis / 1000.0, max(s.timeout for s in group))
-
-    def snapshot() -> list[tuple[Attributes, Statistics]]:
-        parts: list[tuple[Attributes, Statistics]] = []
-        for source in group:
-            try:
-                parts.extend(source.snapshot(timeout))
-            except Exception:  # a broken object must not hide the others' metrics
-                _log.exception("asyncretry.otel: reading the statistics of %r failed", source.target)
-        return parts
-
-    if runner is None:
-        return snapshot()
-    parts = runner.run(snapshot, timeout)
-    if runner.closed:  # the loop is gone: so are the objects it ran
-        for source in group:
-            assert source.runner is not None
-            source.runner.closed = True
-    return parts or []
-
-
-_METERS: weakref.WeakKeyDictionary[metrics.MeterProvider, _Meters] = weakref.WeakKeyDictionary()
-_METERS_LOCK = threading.Lock()
-
-
-def _meters_for(provider: metrics.MeterProvider) -> _Meters:
-    with _METERS_LOCK:
-        meters = _METERS.get(provider)
-        if meters is None:
-            meters = _METERS[provider] = _Meters(provider)
-        return meters
 
 
 class Instrumentation:
@@ -332,7 +115,7 @@ class Instrumentation:
     Use :meth:`observe` to add objects, :meth:`uninstrument` (or a ``with`` block) to stop.
     """
 
-    def __init__(self, meters: _Meters, bus: EventBus, *, spans: bool, collect_timeout: float) -> None:
+    def __init__(self, meters: Meters, bus: EventBus, *, spans: bool, collect_timeout: float) -> None:
         self._meters = meters
         self._bus = bus
         self._spans = spans
@@ -348,6 +131,7 @@ class Instrumentation:
             BudgetExhausted: self._budget_exhausted,
             BreakerStateChanged: self._breaker_changed,
             LimiterRateChanged: self._rate_changed,
+            LimiterHeld: self._held,
         }
         self._undo: list[Callable[[], None]] = [bus.subscribe(self._on_event)]
         self._active = True
@@ -441,17 +225,12 @@ class Instrumentation:
         outcome = event.outcome
         key = (event.source, outcome, "" if outcome == "success" else event.reason)
         meters = self._meters
-        counts = meters.attempts
-        with meters.counting:
-            counts[key] = counts.get(key, 0) + 1
+        meters.add(meters.attempts, key)
 
     def _retry_scheduled(self, event: RetryScheduled) -> None:
         source, outcome, reason, directed = event.source, event.outcome, event.reason, event.server_directed
         meters = self._meters
-        key = (source, outcome, reason)
-        counts = meters.retries
-        with meters.counting:
-            counts[key] = counts.get(key, 0) + 1
+        meters.add(meters.retries, (source, outcome, reason))
         attributes = self._delay_attributes.get((source, outcome, directed))
         if attributes is None:
             if len(self._delay_attributes) >= CACHE_LIMIT:
@@ -475,10 +254,7 @@ class Instrumentation:
     def _gave_up(self, event: GaveUp) -> None:
         source, why, outcome, reason = event.source, event.why, event.outcome, event.reason
         meters = self._meters
-        key = (source, why, outcome, reason)
-        counts = meters.give_ups
-        with meters.counting:
-            counts[key] = counts.get(key, 0) + 1
+        meters.add(meters.give_ups, (source, why, outcome, reason))
         # A first attempt that was simply final (an HTTP 404) is the caller's error, not a retry story.
         if self._spans and event.log_level > logging.DEBUG:
             span = trace.get_current_span()
@@ -494,16 +270,11 @@ class Instrumentation:
 
     def _throttled(self, event: Throttled) -> None:
         meters = self._meters
-        key = (event.source, event.reason)
-        counts = meters.throttles
-        with meters.counting:
-            counts[key] = counts.get(key, 0) + 1
+        meters.add(meters.throttles, (event.source, event.reason))
 
     def _hedge_sent(self, event: HedgeSent) -> None:
         meters = self._meters
-        counts = meters.hedges
-        with meters.counting:
-            counts[event.source] = counts.get(event.source, 0) + 1
+        meters.add(meters.hedges, event.source)
         if self._spans:
             span = trace.get_current_span()
             if span.is_recording():
@@ -516,30 +287,24 @@ class Instrumentation:
 
     def _quota_exhausted(self, event: QuotaExhausted) -> None:
         meters = self._meters
-        counts = meters.exhaustions
-        with meters.counting:
-            counts[event.source] = counts.get(event.source, 0) + 1
+        meters.add(meters.exhaustions, event.source)
 
     def _budget_exhausted(self, event: BudgetExhausted) -> None:
         meters = self._meters
-        counts = meters.budget_exhaustions
-        with meters.counting:
-            counts[event.source] = counts.get(event.source, 0) + 1
+        meters.add(meters.budget_exhaustions, event.source)
 
     def _breaker_changed(self, event: BreakerStateChanged) -> None:
         meters = self._meters
-        key = (event.source, event.new_state)
-        counts = meters.transitions
-        with meters.counting:
-            counts[key] = counts.get(key, 0) + 1
+        meters.add(meters.transitions, (event.source, event.new_state))
 
     def _rate_changed(self, event: LimiterRateChanged) -> None:
         if event.cut:
             meters = self._meters
-            key = (event.source, event.rule)
-            counts = meters.cuts
-            with meters.counting:
-                counts[key] = counts.get(key, 0) + 1
+            meters.add(meters.cuts, (event.source, event.rule))
+
+    def _held(self, event: LimiterHeld) -> None:
+        meters = self._meters
+        meters.add(meters.holds, (event.source, event.reason))
 
 
 def instrument(
@@ -577,4 +342,4 @@ def instrument(
     if meter_provider is not None and not callable(getattr(meter_provider, "get_meter", None)):
         raise TypeError(f"meter_provider must be an OpenTelemetry MeterProvider or None, got {meter_provider!r}")
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
-    return Instrumentation(_meters_for(provider), bus, spans=spans, collect_timeout=timeout)
+    return Instrumentation(meters_for(provider), bus, spans=spans, collect_timeout=timeout)
