@@ -39,7 +39,7 @@ pytestmark = pytest.mark.usefixtures("client_package")
 
 URL = "https://api.test/items"
 NOW = 1_750_000_000.0  # the injected wall clock, seconds since the epoch
-ADAPTIVE = RetryPolicy(mode="adaptive")  # the default profile holds on a spent quota
+ADAPTIVE = RetryPolicy(mode="adaptive")  # the default profile (every one but "aws") holds on a spent quota
 NO_HOLD = RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(hold_spent_quota=False))
 
 
@@ -318,9 +318,11 @@ def test_hold_spent_quota_takes_a_bool_or_none_only(value: object) -> None:
         AdaptiveLimiterConfig(hold_spent_quota=value)  # type: ignore[arg-type]
 
 
-def test_the_default_profile_holds_and_the_sdk_exact_profile_does_not() -> None:
+def test_every_profile_holds_but_the_sdk_exact_one() -> None:
     """``None`` (the default) is the profile's choice, and stays so when the profile is changed."""
     assert AdaptiveLimiterConfig().holds_spent_quota is True
+    assert AdaptiveLimiterConfig(profile="fair").holds_spent_quota is True
+    assert AdaptiveLimiterConfig(profile="independent").holds_spent_quota is True
     assert AdaptiveLimiterConfig(profile="aws").holds_spent_quota is False
     assert dataclasses.replace(AdaptiveLimiterConfig(), profile="aws").holds_spent_quota is False
     assert AdaptiveLimiterConfig(profile="aws", hold_spent_quota=True).holds_spent_quota is True

@@ -69,7 +69,7 @@ class AdaptiveLimiterConfig:
             waiters go out at the rate the limiter was served before. A reset in whole seconds is held
             at most a tenth past the soonest it may come, so a 1-s window is not held into the next.
             ``False``: only the call that met the spent quota waits for the reset. Default ``None``:
-            ``True`` with the ``"asyncretry"`` profile, ``False`` with ``"aws"``, which the SDKs do not do.
+            ``False`` with the SDK-exact ``"aws"`` profile (the SDKs do not hold), ``True`` with the others.
 
     ``"aws"`` profile (SPEC section 5):
         beta: the factor the rate is multiplied by on a throttle, in ``(0, 1)``; default 0.7.
@@ -245,8 +245,8 @@ class AdaptiveLimiterConfig:
     @property
     def holds_spent_quota(self) -> bool:
         """Whether the retry engine holds the limiter on a quota announced spent: ``hold_spent_quota``, or
-        when that is ``None``, the profile's choice (``"asyncretry"`` holds, ``"aws"`` does not)."""
-        return self.profile == "asyncretry" if self.hold_spent_quota is None else self.hold_spent_quota
+        when that is ``None``, the profile's choice (every profile holds but the SDK-exact ``"aws"``)."""
+        return self.profile != "aws" if self.hold_spent_quota is None else self.hold_spent_quota
 
 def as_seconds(value: float | timedelta) -> float:
     """A duration of the config as a float (the config normalizes them; this only narrows the type)."""
