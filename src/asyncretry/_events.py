@@ -356,7 +356,8 @@ class LimiterHeld(Event):
     Emitted when a hold begins or grows longer (an announcement that ends sooner changes nothing).
 
     Attributes:
-        seconds: how long the limiter holds from now (the reset, cut to the policy's ``max_server_delay``).
+        seconds: how long the limiter holds from now (the reset, cut to the policy's ``max_server_delay``,
+            and at most twice the soonest the reset may come, given how the server rounded it).
         reason: the response that announced it (``"HTTP 429"``, ``"HTTP 200"`` ...).
     """
 

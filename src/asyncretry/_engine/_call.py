@@ -410,8 +410,8 @@ class Call:
         assert backoff is not None
         delay = backoff.delay(number, draw, self._previous_delay)
         server = outcome.server_delay
-        if server is None:
-            server = outcome.quota_reset  # a quota announced spent: wait for its reset, when nothing else was asked
+        if server is None and outcome.spent_quota is not None:
+            server = outcome.spent_quota.reset  # a spent quota: wait for its reset, when nothing else was asked
         if server is None or not policy.honour_server_delay:
             if kind is _THROTTLING:
                 limiter = self.scope.limiter
@@ -439,13 +439,13 @@ class Call:
         second could cover all of a 1-s window's next second, so it holds nothing (the call that met it
         still waits for it); ``t=2`` and more hold until the announcement.
         """
-        reset = outcome.quota_reset
+        spent = outcome.spent_quota
         policy = self.policy
         limiter = policy.limiter_config
-        if reset is None or limiter is None or not limiter.holds_spent_quota or not policy.honour_server_delay:
+        if spent is None or limiter is None or not limiter.holds_spent_quota or not policy.honour_server_delay:
             return None
-        soonest = max(0.0, reset - outcome.quota_rounding)
-        hold = min(reset, soonest * _HOLD_TIMES_SOONEST, _seconds(policy.max_server_delay))
+        soonest = max(0.0, spent.reset - spent.rounding)
+        hold = min(spent.reset, soonest * _HOLD_TIMES_SOONEST, _seconds(policy.max_server_delay))
         return hold if hold > 0.0 else None
 
     # -------------------------------------------------------------------------------- deadlines

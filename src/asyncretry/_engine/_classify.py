@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._exceptions import AsyncRetryError
+from .._http._quota_headers import AnnouncedQuota
 from .._primitives._kinds import OutcomeKind
 from .._validate import check_bool, check_items, check_str
 from ._botocore import AWS_TRANSIENT_STATUSES, amz_retry_after_of, botocore_error_kind, response_metadata, status_of
@@ -101,12 +102,10 @@ class Outcome:
         server_delay: a delay the server asked for (seconds), if any.
         server_delay_is_hint: ``True`` for AWS's ``x-amz-retry-after``, which is clamped to
             ``[backoff, backoff + 5]``; ``False`` for ``Retry-After``, which is followed (capped).
-        quota_reset: seconds until the quota the server announced is fresh again, when it announced
-            that none is left (``RateLimit: "default";r=0;t=30``, ``X-RateLimit-Remaining: 0`` ...): a
-            retry waits for it when no ``server_delay`` was asked, and with ``hold_spent_quota`` the
-            scope's limiter holds every caller until then.
-        quota_rounding: how much sooner than ``quota_reset`` the quota may be fresh: the place of the
-            announced reset's last digit (``AnnouncedQuota.rounding``), 1.0 for whole seconds; 0 when exact.
+        spent_quota: the quota the server announced with none left (``RateLimit: "default";r=0;t=30``,
+            ``X-RateLimit-Remaining: 0`` ...: its ``reset`` and that reset's ``rounding``), if it did: a
+            retry waits for the reset when no ``server_delay`` was asked, and with ``hold_spent_quota``
+            the scope's limiter holds every caller until then.
     """
 
     kind: OutcomeKind
@@ -115,8 +114,7 @@ class Outcome:
     result: Any = None
     server_delay: float | None = None
     server_delay_is_hint: bool = False
-    quota_reset: float | None = None
-    quota_rounding: float = 0.0
+    spent_quota: AnnouncedQuota | None = None
 
 
 ExceptionPredicate = Callable[[Exception], "OutcomeKind | bool | None"]
@@ -232,7 +230,7 @@ class Classifier:
             return outcome
         delay, spent = server_directions_of(error, self.wall_clock if self.wall_clock is not None else time.time)
         if spent is not None:
-            outcome = replace(outcome, quota_reset=spent.reset, quota_rounding=spent.rounding)
+            outcome = replace(outcome, spent_quota=spent)
         if delay is None or not outcome.kind.retryable:
             return outcome
         return replace(outcome, server_delay=delay[0], server_delay_is_hint=delay[1])

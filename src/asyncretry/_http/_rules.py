@@ -230,7 +230,7 @@ class HttpRules:
             why = "not idempotent"
         # A quota announced spent stays spent, whether or not this request may go again.
         return Outcome(OutcomeKind.NOT_RETRYABLE, f"{outcome.reason} ({why})", outcome.error, outcome.result,
-                       quota_reset=outcome.quota_reset, quota_rounding=outcome.quota_rounding)
+                       spent_quota=outcome.spent_quota)
 
     # --------------------------------------------------------------------------- responses
     def kind_of_status(
@@ -278,13 +278,12 @@ class HttpRules:
         announced = announced_quota(headers, wall_clock)
         spent = announced if announced is not None and announced.spent else None
         kind, reason = self.kind_of_status(status, code, response, quota_spent=spent is not None)
-        reset, rounding = (spent.reset, spent.rounding) if spent is not None else (None, 0.0)
         if kind.retryable:
             delay = server_delay(headers, wall_clock)
             if delay is not None:
                 return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1],
-                               quota_reset=reset, quota_rounding=rounding)
-        return Outcome(kind, reason, result=response, quota_reset=reset, quota_rounding=rounding)
+                               spent_quota=spent)
+        return Outcome(kind, reason, result=response, spent_quota=spent)
 
     def wants_error_body(self, status: int, headers: Mapping[str, str]) -> bool:
         """Whether the body of a response with this status and headers should be read for an error code."""
