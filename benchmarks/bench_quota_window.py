@@ -8,7 +8,9 @@ Run on demand (never part of the test suite)::
 
 The server admits ``Q`` requests per window of ``W`` seconds and answers 429 beyond (no ``Retry-After``);
 every answer, 200 or 429, announces the window's quota: ``RateLimit: "window";r=<left>;t=<seconds to the
-reset>`` (the IETF field, the reset rounded up to whole seconds). N clients call it through the real
+reset>`` (the IETF field, the reset rounded up to whole seconds), and by default its window too:
+``RateLimit-Policy: "window";q=<Q>;w=<W>`` (``--policies``: ``sent``, ``unsent`` or both, to compare a
+server that does not say its window). N clients call it through the real
 ``AsyncRetryTransport`` (an in-memory inner transport; each request takes one round trip, RTT), each asking
 for its share of D times the quota's rate as Poisson arrivals (``--demands``: 0.9, under the quota on
 average but over it in some windows, and 2, twice what the server admits). Layouts: ``independent`` (a
@@ -19,7 +21,8 @@ Controllers, in the same run:
 
 * ``asyncretry``: adaptive mode, the default profile: the call that meets the spent quota retries at
   its reset, and the scope's limiter holds every call until then (``hold_spent_quota``; a reset of one
-  whole second, which may come at any time within that second, holds nothing);
+  whole second, which may come at any time within that second, holds nothing unless the window is known
+  to be at least 2 s);
 * ``no-hold``: the same with ``AdaptiveLimiterConfig(hold_spent_quota=False)``: only the call that met
   the spent quota waits for the reset;
 * ``ignored``: adaptive mode with ``honour_server_delay=False``: announcements (and ``Retry-After``) ignored;
@@ -73,6 +76,7 @@ class Cell:
     rtt: float
     demand: float
     layout: str
+    policy: bool  # the server sends RateLimit-Policy (the window's length)
 
 
 @dataclass(frozen=True)
@@ -87,8 +91,9 @@ class Run:
 class WindowServer:
     """``quota`` requests per ``window`` seconds from ``start``; every answer announces what is left."""
 
-    def __init__(self, quota: int, window: float, start: float) -> None:
+    def __init__(self, quota: int, window: float, start: float, policy: bool) -> None:
         self.quota, self.window, self.start = quota, window, start
+        self.policy = {"RateLimit-Policy": f'"window";q={quota};w={math.ceil(window)}'} if policy else {}
         self.number, self.used = 0, 0
         self.answers = self.throttles = 0
 
@@ -102,7 +107,7 @@ class WindowServer:
         reset = math.ceil((number + 1) * self.window - elapsed)
         self.answers += 1
         self.throttles += not admitted
-        headers = {"RateLimit": f'"window";r={self.quota - self.used};t={reset}'}
+        headers = {"RateLimit": f'"window";r={self.quota - self.used};t={reset}', **self.policy}
         return httpx.Response(200 if admitted else 429, headers=headers)
 
 
@@ -113,7 +118,7 @@ def _jain(values: Sequence[float]) -> float:
 
 async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> Run:
     start = anyio.current_time()
-    server = WindowServer(cell.quota, cell.window, start)
+    server = WindowServer(cell.quota, cell.window, start, cell.policy)
     seeds = random.Random(seed)
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -172,7 +177,7 @@ def _job(job: tuple[Cell, str, int, float]) -> tuple[Cell, str, int, Run]:
     return cell, controller, seed, run
 
 
-def _cells(windows: str, clients: str, rtts: str, demands: str, layouts: str) -> list[Cell]:
+def _cells(windows: str, clients: str, rtts: str, demands: str, layouts: str, policies: str) -> list[Cell]:
     found = []
     for layout in layouts.split(","):
         for demand in demands.split(","):
@@ -180,7 +185,8 @@ def _cells(windows: str, clients: str, rtts: str, demands: str, layouts: str) ->
                 quota, _, seconds = window.partition("/")
                 for rtt in rtts.split(","):
                     for n in clients.split(","):
-                        found.append(Cell(int(quota), float(seconds), int(n), float(rtt), float(demand), layout))
+                        found += [Cell(int(quota), float(seconds), int(n), float(rtt), float(demand), layout,
+                                       policy == "sent") for policy in policies.split(",")]
     return found
 
 
@@ -210,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demands", default="0.9,2",
                         help="comma-separated demands, as multiples of the quota's rate (default 0.9,2)")
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated, from independent,shared")
+    parser.add_argument("--policies", default="sent",
+                        help="comma-separated, from sent,unsent: whether the server says its window (default sent)")
     parser.add_argument("--controllers", default=",".join(CONTROLLERS),
                         help=f"comma-separated, from {','.join(CONTROLLERS)}")
     parser.add_argument("--seeds", type=int, default=4, help="seeds per cell (default 4)")
@@ -226,8 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--controllers must be comma-separated from {', '.join(CONTROLLERS)}, got {unknown}")
     if any(layout not in LAYOUTS for layout in args.layouts.split(",")):
         parser.error(f"--layouts must be comma-separated from {', '.join(LAYOUTS)}, got {args.layouts!r}")
+    if any(policy not in ("sent", "unsent") for policy in args.policies.split(",")):
+        parser.error(f"--policies must be comma-separated from sent,unsent, got {args.policies!r}")
     try:
-        cells = _cells(args.windows, args.clients, args.rtts, args.demands, args.layouts)
+        cells = _cells(args.windows, args.clients, args.rtts, args.demands, args.layouts, args.policies)
     except ValueError as error:
         parser.error(f"--windows REQUESTS/SECONDS, --clients and --rtts must be numbers: {error}")
     if args.seeds < 1 or args.windows_per_run < 3:
@@ -246,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
           f"medians over {args.seeds} seeds, worst seed in brackets")
     for cell in cells:
         print(f"\nQ = {cell.quota} per {cell.window:g} s, N = {cell.clients}, RTT {1000 * cell.rtt:g} ms, "
-              f"demand {cell.demand:g}, {cell.layout}")
+              f"demand {cell.demand:g}, {cell.layout}, RateLimit-Policy {'sent' if cell.policy else 'unsent'}")
         for controller in controllers:
             runs = [run for c, k, _, run in done if c == cell and k == controller]
             print(_row(controller, runs))

@@ -274,6 +274,27 @@ async def test_an_exception_carrying_the_response_holds_the_scope_and_sets_the_r
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("policy_field", "holds"), [({}, 0), ({"RateLimit-Policy": '"q";q=10;w=2'}, 1)],
+                         ids=["window unsaid", "2-s window"])
+async def test_an_exception_carries_the_window_of_the_spent_quota(policy_field: dict[str, str], holds: int) -> None:
+    """The exception's response is read like an answer: ``t=1`` holds the scope only in a window said to be
+    2 s long; either way the retry waits for the reset."""
+    retrier = Retrier(raised(), rng=fixed_random(0.5))
+    request = httpx.Request("GET", URL)
+    answer = httpx.Response(429, headers={"RateLimit": '"q";r=0;t=1', **policy_field}, request=request)
+    times: list[float] = []
+    async for attempt in retrier.attempts():
+        async with attempt:
+            times.append(anyio.current_time())
+            if len(times) == 1:
+                answer.raise_for_status()
+    assert times[1] - times[0] == pytest.approx(1.0)
+    (scope,) = retrier.statistics().scopes
+    assert scope.limiter is not None
+    assert scope.limiter.holds == holds
+
+
+@pytest.mark.anyio
 async def test_a_hedged_attempt_that_announces_a_spent_quota_holds_the_scope() -> None:
     """A hedge's answer is reported through the same rule: its spent quota holds the limiter."""
     policy = raised().replace(hedging=HedgingConfig(delay=1.0, max_hedges=1, budget_ratio=1.0))
@@ -363,6 +384,35 @@ async def test_a_hold_lasts_at_most_twice_the_soonest_the_quota_may_be_fresh(
     so it holds nothing (a hold to the announced second could cover a whole 1-s window); longer resets
     hold until the announcement. The call that met the spent quota is final (a POST): the hold is left."""
     sent = transport(lambda request: httpx.Response(429, headers=headers), ADAPTIVE)
+    async with httpx.AsyncClient(transport=sent) as client:
+        assert (await client.post(URL, content=b"x")).status_code == 429
+    stats = limiter_of(sent)
+    assert (stats.holds, stats.held) == ((0, 0.0) if hold is None else (1, pytest.approx(hold)))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("headers", "hold"),
+    [
+        ({"RateLimit": '"q";r=0;t=1', "RateLimit-Policy": '"q";q=10;w=2'}, 1.0),
+        ({"RateLimit": '"q";r=0;t=1', "RateLimit-Policy": '"q";q=10;w=1'}, None),
+        ({"RateLimit": '"q";r=0;t=1', "RateLimit-Policy": '"other";q=10;w=60'}, None),
+        ({"RateLimit": "limit=100, remaining=0, reset=1", "RateLimit-Policy": "100;w=900"}, 1.0),
+        ({"RateLimit": "limit=10, remaining=0, reset=1", "RateLimit-Policy": "10;w=1, 1000;w=3600"}, None),
+        ({"RateLimit-Remaining": "0", "RateLimit-Reset": "1", "RateLimit-Policy": "100;w=60"}, 1.0),
+        ({"RateLimit": '"q";r=0;t=40', "RateLimit-Policy": '"q";q=10;w=60'}, 30.0),
+    ],
+    ids=["w=2", "w=1", "another policy's", "draft-07", "draft-07 shortest 1 s", "older drafts", "max_server_delay"],
+)
+async def test_a_known_window_of_at_least_twice_the_rounding_holds_until_the_announcement(
+    headers: dict[str, str], hold: float | None
+) -> None:
+    """When the server says the window (``RateLimit-Policy``'s ``w``) and a reset's rounding is at most half
+    of it, passing the real reset by up to the rounding costs at most half a window: ``t=1`` holds its
+    second. Windows of 1 s, and policies the field does not describe, keep the rule for an unknown window;
+    ``max_server_delay`` (30 s here) still bounds the hold."""
+    policy = dataclasses.replace(ADAPTIVE, max_server_delay=30.0)
+    sent = transport(lambda request: httpx.Response(429, headers=headers), policy)
     async with httpx.AsyncClient(transport=sent) as client:
         assert (await client.post(URL, content=b"x")).status_code == 429
     stats = limiter_of(sent)

@@ -4,8 +4,8 @@ The project's fault server (uvicorn) admits ``quota[0]`` requests per window and
 every answer. Through httpx and httpx2 (asyncio and trio) and aiohttp (asyncio only: aiohttp runs on
 asyncio), tasks sharing one client take at most one 429 each per spent window; by default the first
 answer that says the quota is spent holds the scope's limiter until the reset, unless the reset is one
-whole second (the IETF field's ``t=1``), which may come at any moment of that second. Real time, bounded:
-a few seconds.
+whole second (the IETF field's ``t=1``), which may come at any moment of that second, in a window of less
+than 2 s (``RateLimit-Policy``'s ``w``). Real time, bounded: a few seconds.
 """
 
 from __future__ import annotations
@@ -47,13 +47,20 @@ def bound(app: FaultyApp, seconds: float) -> int:
 
 
 @pytest.mark.usefixtures("client_package")
-@pytest.mark.parametrize("policy", [POLICY, NO_HOLD], ids=["default", "no-hold"])
-@pytest.mark.parametrize(("style", "seconds", "calls"), [("x-ratelimit", 0.4, CALLS), ("ratelimit", 1.0, 6)])
+@pytest.mark.parametrize(
+    ("style", "seconds", "calls", "policy"),
+    [
+        ("x-ratelimit", 0.4, CALLS, POLICY), ("x-ratelimit", 0.4, CALLS, NO_HOLD),
+        ("ratelimit", 1.0, 6, POLICY), ("ratelimit", 1.0, 6, NO_HOLD), ("ratelimit", 2.0, 5, POLICY),
+    ],
+    ids=["0.4 s-default", "0.4 s-no-hold", "1 s-default", "1 s-no-hold", "2 s-default"],
+)
 async def test_httpx_tasks_sharing_a_client_take_at_most_one_429_each_per_window(
     server: FaultServer, style: str, seconds: float, calls: int, policy: RetryPolicy
 ) -> None:
     """60 calls against 20 per 0.4 s (the reset in seconds with a fraction: held by default), 30 against 20
-    per 1 s (IETF, the reset in whole seconds: always ``t=1``, never held)."""
+    per 1 s (IETF, the reset in whole seconds: always ``t=1`` in a 1-s window, never held), 25 against 20
+    per 2 s (IETF with a 2-s window: held)."""
     app = windowed(server, style, seconds)
     statuses: list[int] = []
     transport = AsyncRetryTransport(policy=policy)
@@ -70,7 +77,7 @@ async def test_httpx_tasks_sharing_a_client_take_at_most_one_429_each_per_window
     assert 1 <= throttled(app) <= bound(app, seconds)
     (scope,) = transport.statistics().scopes
     assert scope.limiter is not None
-    assert (scope.limiter.holds >= 1) is (policy is POLICY and style == "x-ratelimit")
+    assert (scope.limiter.holds >= 1) is (policy is POLICY and (style == "x-ratelimit" or seconds >= 2.0))
 
 
 class TestAiohttp:

@@ -321,6 +321,81 @@ def test_the_wall_clock_is_read_at_most_once_and_only_for_points_in_time() -> No
     assert len(readings) == 1
 
 
+# ------------------------------------------------------------------- the window: RateLimit-Policy
+def test_a_policy_takes_its_window_from_the_policy_field_entry_of_the_same_name() -> None:
+    """Drafts 08 and later name each policy in both fields: the spent burst policy has a 2-s window."""
+    headers = {"RateLimit": '"burst";r=0;t=1, "daily";r=7;t=3600',
+               "RateLimit-Policy": '"burst";q=10;w=2, "daily";q=1000;w=86400'}
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=2.0)
+
+
+def test_express_rate_limit_draft_8_headers_give_the_window() -> None:
+    """express-rate-limit's draft-8 form: spaces after the semicolons, a partition key ending in "="."""
+    headers = {"RateLimit": '"100-in-15min"; r=0; t=12',
+               "RateLimit-Policy": '"100-in-15min"; q=100; w=900; pk=:ZGFjMjQ2MWE3NjMw=:'}
+    assert quota_of(headers) == AnnouncedQuota(0, 12.0, "ratelimit", window=900.0)
+
+
+def test_policies_in_repeated_policy_fields_are_all_read() -> None:
+    """express-rate-limit appends a field per limiter: the fields read as one list."""
+    headers = httpx.Headers([("RateLimit", '"minute";r=0;t=1'), ("RateLimit-Policy", '"day";q=900;w=86400'),
+                             ("RateLimit-Policy", '"minute";q=10;w=60')])
+    assert announced_quota(headers, wall) == AnnouncedQuota(0, 1.0, "ratelimit", window=60.0)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    ['"daily";q=10;w=2', 'burst;q=10;w=2', '"burst";q=10', '"burst";q=10;w=0', '"burst";w=', '"burst;w=2'],
+    ids=["another name", "a token, not the string", "no w", "w=0", "empty w", "unclosed quote"],
+)
+def test_a_policy_the_policy_field_does_not_describe_has_no_window(policy: str) -> None:
+    """Only the entry with the very same name gives a window, and only a whole w above 0."""
+    headers = {"RateLimit": '"burst";r=0;t=1', "RateLimit-Policy": policy}
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit")
+
+
+def test_the_draft_07_dictionary_takes_the_shortest_window_listed() -> None:
+    """The Dictionary names no policy: of ``10;w=1, 1000;w=3600`` the 1-s window counts."""
+    assert quota_of({"RateLimit": "limit=100, remaining=0, reset=1", "RateLimit-Policy": "100;w=60"}) == (
+        AnnouncedQuota(0, 1.0, "ratelimit", window=60.0))
+    headers = {"RateLimit": "limit=10, remaining=0, reset=1", "RateLimit-Policy": "10;w=1, 1000;w=3600"}
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=1.0)
+
+
+def test_the_older_drafts_header_pair_takes_the_shortest_window_listed() -> None:
+    """express-rate-limit's draft-6 form: RateLimit-Policy beside the Limit, Remaining and Reset headers."""
+    headers = {"RateLimit-Policy": "100;w=900", "RateLimit-Limit": "100", "RateLimit-Remaining": "0",
+               "RateLimit-Reset": "1"}
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit-remaining", window=900.0)
+
+
+def test_other_families_never_take_a_window_from_the_policy_field() -> None:
+    """X-RateLimit-* and the vendors' headers do not say their window; an IETF field beside them does not either."""
+    headers = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "1", "RateLimit-Policy": "100;w=60"}
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "x-ratelimit-remaining")
+
+
+def test_the_policy_field_alone_announces_nothing() -> None:
+    """A window without a count and a reset is no announcement."""
+    assert quota_of({"RateLimit-Policy": '"default";q=100;w=60'}) is None
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS)
+def test_a_window_is_ascii_digits_only(value: bytes) -> None:
+    """A w that is not a whole number of seconds gives no window, and the announcement is still read."""
+    headers = httpx.Headers([(b"RateLimit", b'"p";r=0;t=1'), (b"RateLimit-Policy", b'"p";q=5;w=' + value)])
+    assert announced_quota(headers, wall) == AnnouncedQuota(0, 1.0, "ratelimit")
+
+
+def test_a_huge_window_is_capped_and_a_policy_field_too_long_is_refused() -> None:
+    """30 digits give the longest delay read; a policy field of 5,000 digits gives no window, yet the
+    announcement beside it is read."""
+    headers = {"RateLimit": '"p";r=0;t=1', "RateLimit-Policy": '"p";q=5;w=' + "9" * 30}
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=LONGEST_DELAY)
+    headers["RateLimit-Policy"] = '"p";q=5;w=' + "9" * 5000
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit")
+
+
 # --------------------------------------------------------------------------------- hostile values
 class Slot(NamedTuple):
     """Headers with one value under test ("@" marks it) beside a sane partner: 5 left, or 30 seconds."""
@@ -475,8 +550,8 @@ def test_only_rfc_3339_times_with_a_zone_are_anthropic_resets(timestamp: str) ->
 
 
 PIECES = st.sampled_from(
-    ["0", "7", "1750000030", "9" * 30, ".", ",", ";", "=", '"', "\\", "r", "t", "remaining", "reset", "h", "m", "s",
-     "ms", ":", "-", "+", " ", "\t", IN_30_SECONDS, "Sun, 15 Jun 2025 15:07:40 GMT"]
+    ["0", "7", "1750000030", "9" * 30, ".", ",", ";", "=", '"', "\\", "r", "t", "w", "q", "remaining", "reset", "h",
+     "m", "s", "ms", ":", "-", "+", " ", "\t", IN_30_SECONDS, "Sun, 15 Jun 2025 15:07:40 GMT"]
 )
 TEXT = st.text(max_size=60) | st.lists(PIECES | st.characters(), max_size=30).map("".join)
 
@@ -487,6 +562,7 @@ def in_range(found: AnnouncedQuota | None) -> bool:
         and math.isfinite(found.reset)
         and 0.0 <= found.reset <= LONGEST_DELAY
         and 1e-9 <= found.rounding <= 3600.0
+        and (found.window is None or 1.0 <= found.window <= LONGEST_DELAY)
         and found.header in QUOTA_HEADERS
     )
 

@@ -62,7 +62,8 @@ async def test_the_capacity_admits_that_many_requests_per_second() -> None:
 
 
 async def test_the_quota_admits_that_many_requests_per_window_and_announces_what_is_left() -> None:
-    """quota=(3, 10 s): three answers per window, each announcing the requests left and the reset; then 429."""
+    """quota=(3, 10 s): three answers per window, each announcing the requests left and the reset (and the
+    IETF style the window too); then 429."""
     clock = Clock()
     app = FaultyApp(ServerConfig(quota=(3, 10.0), retry_after=None), clock=clock)
     async with client_for(app) as client:
@@ -71,6 +72,7 @@ async def test_the_quota_admits_that_many_requests_per_window_and_announces_what
         assert [a.status_code for a in answers] == [200, 200, 200, 429]
         assert [a.headers["ratelimit"] for a in answers] == ['"window";r=2;t=8', '"window";r=1;t=8',
                                                             '"window";r=0;t=8', '"window";r=0;t=8']
+        assert {a.headers["ratelimit-policy"] for a in answers} == {'"window";q=3;w=10'}
         clock.now += 7.5  # the next window
         assert await statuses(client, 4) == [200, 200, 200, 429]
     app.configure(quota_headers="x-ratelimit")

@@ -124,7 +124,8 @@ class ServerConfig:
             ``seconds`` from the start admitted, the others answered ``throttle_status``; every answer
             announces the window's remaining count and reset. ``None`` (default): no quota.
         quota_headers: how the quota is announced: ``"ratelimit"`` (the IETF ``RateLimit`` field,
-            ``"window";r=...;t=...`` with the reset in whole seconds, rounded up) or ``"x-ratelimit"``
+            ``"window";r=...;t=...`` with the reset in whole seconds, rounded up, and ``RateLimit-Policy``,
+            ``"window";q=...;w=...`` with the window in whole seconds) or ``"x-ratelimit"``
             (``X-RateLimit-Remaining`` and ``X-RateLimit-Reset-After`` in seconds with a fraction).
     """
 
@@ -441,7 +442,8 @@ class FaultyApp:
         window, used = self._used(seconds, now)
         left, reset = requests - used, (window + 1) * seconds - now
         if config.quota_headers == "ratelimit":
-            return [(b"ratelimit", f'"window";r={left};t={math.ceil(reset)}'.encode())]
+            return [(b"ratelimit", f'"window";r={left};t={math.ceil(reset)}'.encode()),
+                    (b"ratelimit-policy", f'"window";q={requests};w={math.ceil(seconds)}'.encode())]
         return [(b"x-ratelimit-remaining", str(left).encode()), (b"x-ratelimit-reset-after", f"{reset:.3f}".encode())]
 
     def _fault(self, config: ServerConfig, script: str | None, arrival: int, number: int, now: float) -> str:

@@ -74,6 +74,7 @@ Label = Callable[[], str]
 _SUCCESS = OutcomeKind.SUCCESS
 _THROTTLING = OutcomeKind.THROTTLING
 _HOLD_TIMES_SOONEST = 2.0  # a hold lasts at most twice the soonest a spent quota may be fresh (Call.hold_of)
+_OVERSHOOT_OF_WINDOW = 0.5  # ...unless the reset's rounding is at most half the quota's window: then to the reset
 
 
 class Call:
@@ -433,11 +434,11 @@ class Call:
         """How long the scope's limiter must hold every caller after ``outcome``, which announced the
         server's quota spent; ``None`` (no hold) unless the policy's limiter holds on spent quotas.
 
-        The hold runs until the announced reset, cut to ``max_server_delay``, but never longer than twice
-        the soonest the quota may be fresh (the reset less its rounding). A reset in whole seconds may come
-        up to a second sooner than announced: ``t=1`` may come at any moment, and a hold to the announced
-        second could cover all of a 1-s window's next second, so it holds nothing (the call that met it
-        still waits for it); ``t=2`` and more hold until the announcement.
+        The hold runs until the announced reset, cut to ``max_server_delay``. A reset in whole seconds may
+        come up to a second sooner than announced, and a hold to ``t=1`` could cover all of a 1-s window's
+        next second: so, unless the server says a window at least twice the rounding, a hold lasts at most
+        twice the soonest the quota may be fresh (the reset less its rounding): ``t=1`` holds nothing (the
+        call that met it still waits for it), ``t=2`` and more hold until the announcement.
         """
         spent = outcome.spent_quota
         policy = self.policy
@@ -445,7 +446,9 @@ class Call:
         if spent is None or limiter is None or not limiter.holds_spent_quota or not policy.honour_server_delay:
             return None
         soonest = max(0.0, spent.reset - spent.rounding)
-        hold = min(spent.reset, soonest * _HOLD_TIMES_SOONEST, _seconds(policy.max_server_delay))
+        known = spent.window is not None and spent.rounding <= spent.window * _OVERSHOOT_OF_WINDOW
+        hold = min(spent.reset if known else soonest * _HOLD_TIMES_SOONEST, spent.reset,
+                   _seconds(policy.max_server_delay))
         return hold if hold > 0.0 else None
 
     # -------------------------------------------------------------------------------- deadlines

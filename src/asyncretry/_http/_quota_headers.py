@@ -12,6 +12,11 @@ same family) takes part; the most restrictive one wins (the fewest left, then th
 * OpenAI's ``x-ratelimit-{remaining,reset}-{requests,tokens}``, resets in Go duration syntax (``6m0s``);
 * Anthropic's ``anthropic-ratelimit-{requests,tokens}-{remaining,reset}``, resets as RFC 3339 times.
 
+An IETF announcement also takes its window's length from the ``RateLimit-Policy`` field when it is
+there: the ``w`` of the policy with the same name (``"daily";q=1000;w=86400``, drafts 08 and later), or,
+for the draft-07 Dictionary and the older drafts, which name no policy (``100;w=60``), the shortest ``w``
+listed. The other families do not say their window.
+
 ``X-RateLimit-Reset`` does not say its unit, so its size decides: from 10**12 on it is epoch
 milliseconds, from 10**9 on epoch seconds, below that a delay in seconds. The thresholds are safe:
 epoch seconds passed 10**9 in 2001 and stay below 10**12 for another 30,000 years, epoch milliseconds
@@ -48,12 +53,15 @@ class AnnouncedQuota:
         rounding: how much sooner than ``reset`` the window may in fact reset: the place of the reset's
             last digit. 1.0 for whole seconds (delta-seconds, epoch seconds, an HTTP-date, ``6m0s``), which
             servers round, mostly up; 0.01 for ``64.57``, 0.001 for epoch milliseconds or ``20ms``.
+        window: the length of the quota's window in seconds, when the server says it (the ``w`` of the
+            IETF ``RateLimit-Policy`` field), else ``None``.
     """
 
     remaining: int
     reset: float
     header: str
     rounding: float = 1.0
+    window: float | None = None
 
     @property
     def spent(self) -> bool:
@@ -62,6 +70,7 @@ class AnnouncedQuota:
 
 
 _STRUCTURED = "ratelimit"
+_POLICY = "ratelimit-policy"  # the IETF field that describes each policy: its quota (q) and window (w)
 _OLDER_DRAFT = ("ratelimit-remaining", "ratelimit-reset")
 _DE_FACTO = ("x-ratelimit-remaining", "x-ratelimit-reset-after", "x-ratelimit-reset")
 _X = ("x-rate-limit-remaining", "x-rate-limit-reset")  # the X (Twitter) API's spelling of the de-facto pair
@@ -74,9 +83,10 @@ _ANTHROPIC = (
     ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
 )
 
-QUOTA_HEADERS: tuple[str, ...] = (
+_ANNOUNCING: tuple[str, ...] = (
     _STRUCTURED, *_OLDER_DRAFT, *_DE_FACTO, *_X, *(name for pair in _OPENAI + _ANTHROPIC for name in pair)
 )
+QUOTA_HEADERS: tuple[str, ...] = (*_ANNOUNCING, _POLICY)
 """Every header :func:`announced_quota` may read (lower-case names)."""
 
 _MOST = 10**18  # the largest count read: more is as good as unlimited
@@ -247,19 +257,41 @@ def _members(field: str) -> list[list[str]] | None:
     return members
 
 
-def _announcement(remaining: str | None, reset: str | None, header: str) -> AnnouncedQuota | None:
+def _parameters(segments: list[str]) -> dict[str, str]:
+    """A member's ``key=value`` parameters by key; a later duplicate wins, as RFC 8941 says."""
+    return {key: value for key, _, value in (segment.partition("=") for segment in segments)}
+
+
+def _windows(field: str | None) -> dict[str, float]:
+    """The window (``w``: whole seconds, above 0) of each policy a ``RateLimit-Policy`` field lists, by the
+    policy's name as written: ``'"daily"'`` (drafts 08 and later); the drafts before name none (``100;w=60``
+    gives ``{"100": 60.0}``). Of two policies with one name, the shorter window counts."""
+    members = None if field is None or len(field) > _LONGEST_FIELD else _members(field)
+    found: dict[str, float] = {}
+    for head, *parameters in members or ():
+        value = _parameters(parameters).get("w")
+        seconds = None if value is None else _whole(value)
+        if seconds:
+            found[head] = min(_bounded(float(seconds)), found.get(head, LONGEST_DELAY))
+    return found
+
+
+def _announcement(
+    remaining: str | None, reset: str | None, header: str, window: float | None
+) -> AnnouncedQuota | None:
     if remaining is None or reset is None:
         return None
     count, reading = _whole(remaining), _delta_seconds(reset)
     if count is None or reading is None:
         return None
-    return AnnouncedQuota(count, reading[0], header, reading[1])
+    return AnnouncedQuota(count, reading[0], header, reading[1], window)
 
 
-def _structured(headers: Mapping[str, str]) -> list[AnnouncedQuota]:
+def _structured(headers: Mapping[str, str], windows: dict[str, float]) -> list[AnnouncedQuota]:
     """The policies of a ``RateLimit`` List (``r`` and ``t`` parameters), or its draft-07 Dictionary.
 
-    Policy names are not read. Later duplicates of a parameter or key win, as RFC 8941 says.
+    A policy's window is the one ``windows`` gives its name; the Dictionary names no policy, so its
+    window is the shortest listed. Later duplicates of a parameter or key win, as RFC 8941 says.
     """
     field = headers.get(_STRUCTURED)
     if field is None or len(field) > _LONGEST_FIELD:
@@ -274,11 +306,12 @@ def _structured(headers: Mapping[str, str]) -> list[AnnouncedQuota]:
             key, _, value = head.partition("=")
             dictionary[key] = value
             continue
-        named = {key: value for key, _, value in (parameter.partition("=") for parameter in parameters)}
-        policy = _announcement(named.get("r"), named.get("t"), _STRUCTURED)
+        named = _parameters(parameters)
+        policy = _announcement(named.get("r"), named.get("t"), _STRUCTURED, windows.get(head))
         if policy is not None:
             found.append(policy)
-    draft_07 = _announcement(dictionary.get("remaining"), dictionary.get("reset"), _STRUCTURED)
+    shortest = min(windows.values(), default=None)
+    draft_07 = _announcement(dictionary.get("remaining"), dictionary.get("reset"), _STRUCTURED, shortest)
     return [*found, draft_07] if draft_07 is not None else found
 
 
@@ -287,9 +320,10 @@ _Reset = tuple[str, Callable[[str], _Reading | None]]  # a reset header and its 
 
 
 def _pair(
-    headers: Mapping[str, str], remaining_name: str, count: Callable[[str], int | None], *resets: _Reset
+    headers: Mapping[str, str], remaining_name: str, count: Callable[[str], int | None], *resets: _Reset,
+    window: float | None = None,
 ) -> AnnouncedQuota | None:
-    """A remaining header with the first of its reset headers that is readable.
+    """A remaining header with the first of its reset headers that is readable, and the quota's ``window``.
 
     The reset headers are asked only once the count is readable, and in order.
     """
@@ -301,7 +335,7 @@ def _pair(
         value = headers.get(reset_name)
         reading = None if value is None else reset(value)
         if reading is not None:
-            return AnnouncedQuota(remaining, reading[0], remaining_name, reading[1])
+            return AnnouncedQuota(remaining, reading[0], remaining_name, reading[1], window)
     return None
 
 
@@ -324,18 +358,21 @@ def announced_quota(headers: Mapping[str, str], wall_clock: Callable[[], float])
         and a reset time.
     """
     present: dict[str, str] = {}
-    for name in QUOTA_HEADERS:  # most responses announce nothing: ask for each name once, parse nothing
+    for name in _ANNOUNCING:  # most responses announce nothing: ask for each name once, parse nothing
         value = headers.get(name)
         if value is not None:
             present[name] = value
     if not present:
         return None
+    ietf = _STRUCTURED in present or _OLDER_DRAFT[0] in present
+    windows = _windows(headers.get(_POLICY)) if ietf else {}
     headers = present
     now = _WallClock(wall_clock)
-    found = _structured(headers)
+    found = _structured(headers, windows)
     de_facto, reset_after, reset_at = _DE_FACTO
+    shortest = min(windows.values(), default=None)  # the older drafts name no policy
     candidates = [
-        _pair(headers, _OLDER_DRAFT[0], _whole, (_OLDER_DRAFT[1], _delta_seconds)),
+        _pair(headers, _OLDER_DRAFT[0], _whole, (_OLDER_DRAFT[1], _delta_seconds), window=shortest),
         _pair(
             headers,
             de_facto,
