@@ -20,7 +20,8 @@ the tasks of one process).
 Controllers, in the same run:
 
 * ``asyncretry``: adaptive mode, the default profile: the call that meets the spent quota retries at
-  its reset, and the scope's limiter holds every call until then (``hold_spent_quota``; a reset of one
+  its reset, and the scope's limiter holds every call until then, from the answer that announces the
+  quota spent, a 200 that took its last request included (``hold_spent_quota``; a reset of one
   whole second, which may come at any time within that second, holds nothing unless the window is known
   to be at least 2 s);
 * ``no-hold``: the same with ``AdaptiveLimiterConfig(hold_spent_quota=False)``: only the call that met

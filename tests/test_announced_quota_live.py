@@ -60,7 +60,8 @@ async def test_httpx_tasks_sharing_a_client_take_at_most_one_429_each_per_window
 ) -> None:
     """60 calls against 20 per 0.4 s (the reset in seconds with a fraction: held by default), 30 against 20
     per 1 s (IETF, the reset in whole seconds: always ``t=1`` in a 1-s window, never held), 25 against 20
-    per 2 s (IETF with a 2-s window: held)."""
+    per 2 s (IETF with a 2-s window: held). Where nothing holds, the spent windows answer 429s; where the
+    success that takes a window's last request holds, only the requests already on their way meet one."""
     app = windowed(server, style, seconds)
     statuses: list[int] = []
     transport = AsyncRetryTransport(policy=policy)
@@ -74,10 +75,11 @@ async def test_httpx_tasks_sharing_a_client_take_at_most_one_429_each_per_window
             for _ in range(TASKS):
                 tg.start_soon(worker)
     assert statuses == [200] * (TASKS * calls)
-    assert 1 <= throttled(app) <= bound(app, seconds)
+    held = policy is POLICY and (style == "x-ratelimit" or seconds >= 2.0)
+    assert (0 if held else 1) <= throttled(app) <= bound(app, seconds)
     (scope,) = transport.statistics().scopes
     assert scope.limiter is not None
-    assert (scope.limiter.holds >= 1) is (policy is POLICY and (style == "x-ratelimit" or seconds >= 2.0))
+    assert (scope.limiter.holds >= 1) is held
 
 
 class TestAiohttp:
@@ -104,3 +106,21 @@ class TestAiohttp:
                     tg.start_soon(worker)
         assert statuses == [200] * (TASKS * CALLS)
         assert 1 <= throttled(app) <= bound(app, 0.4)
+
+    @pytest.mark.parametrize(("policy", "holds"), [(POLICY, 1), (NO_HOLD, 0)], ids=["default", "no-hold"])
+    async def test_the_success_that_spends_the_quota_holds_the_session(
+        self, server: FaultServer, policy: RetryPolicy, holds: int
+    ) -> None:
+        """3 per 10 s (IETF, ``t=10``): the third 200 announces ``r=0``; it is returned and read as it is, and
+        by default it holds the next calls (no fourth request goes out to meet a 429)."""
+        fresh_app(server, ServerConfig(quota=(3, 10.0), quota_headers="ratelimit", retry_after=None))
+        middleware = RetryMiddleware(policy=policy)
+        async with aiohttp.ClientSession(middlewares=[middleware], timeout=aiohttp.ClientTimeout(total=10)) as client:
+            for _ in range(3):
+                async with client.get(server.url + "/items") as response:
+                    assert response.status == 200
+                    assert b"/items" in await response.read()
+        (scope,) = middleware.statistics().scopes
+        assert scope.limiter is not None
+        assert scope.limiter.holds == holds
+        assert (scope.limiter.held > 8.0) is bool(holds)

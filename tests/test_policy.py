@@ -373,6 +373,27 @@ def test_replace_refuses_derived_fields() -> None:
         RetryPolicy().replace(quota_config=RetryQuotaConfig())
     with pytest.raises(TypeError, match="limiter_config"):
         RetryPolicy().replace(limiter_config=AdaptiveLimiterConfig())
+    with pytest.raises(TypeError, match="holds_spent_quota cannot be set"):
+        RetryPolicy().replace(holds_spent_quota=True)
+
+
+@pytest.mark.parametrize(
+    ("policy", "holds"),
+    [
+        (RetryPolicy(), False),
+        (RetryPolicy(mode="adaptive"), True),
+        (RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(profile="independent")), True),
+        (RetryPolicy(mode="adaptive", limiter=AdaptiveLimiterConfig(hold_spent_quota=False)), False),
+        (RetryPolicy(mode="adaptive", honour_server_delay=False), False),
+        (RetryPolicy.aws_adaptive(), False),
+        (RetryPolicy.aws_adaptive().replace(limiter=AdaptiveLimiterConfig(profile="aws", hold_spent_quota=True)), True),
+        (RetryPolicy(mode="adaptive").replace(mode="standard"), False),
+    ],
+    ids=["standard", "adaptive", "independent", "hold off", "server delays ignored", "aws", "aws asked", "replaced"],
+)
+def test_holds_spent_quota_is_derived_from_mode_limiter_and_server_delays(policy: RetryPolicy, holds: bool) -> None:
+    """Adaptive mode, a limiter config that holds, and server delays honoured: all three, and kept by replace()."""
+    assert policy.holds_spent_quota is holds
 
 
 def test_an_on_give_up_hook_is_accepted_sync_or_async() -> None:

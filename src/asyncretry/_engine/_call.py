@@ -432,7 +432,8 @@ class Call:
 
     def hold_of(self, outcome: Outcome) -> float | None:
         """How long the scope's limiter must hold every caller after ``outcome``, which announced the
-        server's quota spent; ``None`` (no hold) unless the policy's limiter holds on spent quotas.
+        server's quota spent; ``None`` (no hold) unless the policy holds on spent quotas
+        (``RetryPolicy.holds_spent_quota``). A success that took the window's last request holds too.
 
         The hold runs until the announced reset, cut to ``max_server_delay``. A reset in whole seconds may
         come up to a second sooner than announced, and a hold to ``t=1`` could cover all of a 1-s window's
@@ -442,8 +443,7 @@ class Call:
         """
         spent = outcome.spent_quota
         policy = self.policy
-        limiter = policy.limiter_config
-        if spent is None or limiter is None or not limiter.holds_spent_quota or not policy.honour_server_delay:
+        if spent is None or not policy.holds_spent_quota:
             return None
         soonest = max(0.0, spent.reset - spent.rounding)
         known = spent.window is not None and spent.rounding <= spent.window * _OVERSHOOT_OF_WINDOW

@@ -115,6 +115,12 @@ class RetryPolicy:
             predicate over exceptions; a shorthand for ``classifier=``, which it excludes. Not stored: the
             policy keeps the classifier it makes.
 
+    Attributes:
+        holds_spent_quota: derived, not set: whether an answer that announces the server's quota spent
+            holds the scope's limiter until the reset: adaptive mode, a limiter config that holds
+            (:attr:`AdaptiveLimiterConfig.holds_spent_quota`) and ``honour_server_delay``. The HTTP
+            integrations then read the quota that successes announce too.
+
     An unknown argument is a ``TypeError`` that names the field meant, when it can tell (``attempts``,
     stamina's and backoff's names: ``max_attempts``; ``timeout``: ``deadline`` ...).
     """
@@ -144,6 +150,7 @@ class RetryPolicy:
     # Derived in __post_init__ so that the hot path reads plain attributes.
     quota_config: RetryQuotaConfig | None = field(init=False, default=None)
     limiter_config: AdaptiveLimiterConfig | None = field(init=False, default=None)
+    holds_spent_quota: bool = field(init=False, default=False)
     on_give_up_is_async: bool = field(init=False, default=False, repr=False)
     #: a deadline or a per-attempt timeout: every call is timed from its start
     timed: bool = field(init=False, default=False, repr=False)
@@ -220,6 +227,8 @@ class RetryPolicy:
         s(self, "attempt_timeout", _seconds_or_none("attempt_timeout", self.attempt_timeout))
         s(self, "max_server_delay", check_seconds("max_server_delay", self.max_server_delay))
         check_bool("honour_server_delay", self.honour_server_delay)
+        limiter = self.limiter_config
+        s(self, "holds_spent_quota", self.honour_server_delay and limiter is not None and limiter.holds_spent_quota)
         if self.honour_amz_retry_after is None:
             s(self, "honour_amz_retry_after", self.profile == "2026")
         if not isinstance(self.long_polling, bool):
@@ -241,7 +250,7 @@ class RetryPolicy:
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """A copy with some fields changed (validated again)."""
-        derived = {"quota_config", "limiter_config", "on_give_up_is_async", "timed", "_defaulted"}
+        derived = {"quota_config", "limiter_config", "holds_spent_quota", "on_give_up_is_async", "timed", "_defaulted"}
         bad = derived & changes.keys()
         if bad:
             raise TypeError(f"{', '.join(sorted(bad))} cannot be set: derived from the other fields")

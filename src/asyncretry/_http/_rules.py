@@ -257,7 +257,7 @@ class HttpRules:
             return _TRANSIENT, reason
         if status >= 400:
             return _NOT_RETRYABLE, reason
-        return _SUCCESS, reason
+        return _SUCCESS, f"{reason} (quota spent)" if quota_spent else reason
 
     def response_outcome(
         self, status: int, response: object, headers: Mapping[str, str], body: bytes | None,

@@ -214,6 +214,7 @@ class RetryMiddleware:
                     self._single = self.policy.replace(max_attempts=1)
                 policy = self._single
         read_body = self.read_body if options.read_body is None else options.read_body
+        reads_quota = (policy or self.policy).holds_spent_quota  # a success is read for a spent quota too
         plan = _Plan(request, self.classifier, options.idempotent)
         scope = options.scope if options.scope is not None else self._scope_key(request)
         attempts = self.retrier.attempts(scope=scope, policy=policy, judge=plan.judge, label=plan.label,
@@ -223,7 +224,7 @@ class RetryMiddleware:
             async for attempt in attempts:
                 response = None
                 async with attempt:
-                    response = await self._attempt(attempt, request, handler, read_body, attempts)
+                    response = await self._attempt(attempt, request, handler, read_body, reads_quota, attempts)
                 if attempts.done:
                     break
                 if response is not None:
@@ -238,23 +239,24 @@ class RetryMiddleware:
 
     async def _attempt(
         self, attempt: Attempt, request: ClientRequest, handler: ClientHandlerType, read_body: bool,
-        attempts: Attempts,
+        reads_quota: bool, attempts: Attempts,
     ) -> ClientResponse:
-        """One attempt: send, judge the response (marking the attempt), classify any error, re-raise it."""
+        """One attempt: send, judge the response (marking the attempt), classify any error, re-raise it.
+        ``reads_quota``: a success is judged too, for the quota it may announce spent."""
         response = None
         try:
             response = await handler(request)
             status = response.status
-            if self.classifier.plain_success(status) and not read_body:
+            if self.classifier.plain_success(status) and not (read_body or reads_quota):
                 return response  # a plain success: nothing to read, nothing to mark
             headers = read_headers(response.raw_headers)
             body = None
             if self._reads_body(status, headers):
                 body = await self._error_body(response, attempts)
             outcome = self.classifier.response_outcome(status, response, headers, body, self._wall_clock)
-            if outcome.kind is not _SUCCESS:
+            if outcome.kind is not _SUCCESS or outcome.spent_quota is not None:
                 attempt.classify_result(outcome)
-            elif read_body:
+            if outcome.kind is _SUCCESS and read_body:
                 await response.read()
         except Exception as error:
             if response is not None:

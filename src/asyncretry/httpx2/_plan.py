@@ -36,6 +36,7 @@ class Plan:
     classifier: HttpClassifier
     replay: Replay
     read_body: bool
+    reads_quota: bool  # a success is read for the quota it announces (the policy holds on spent quotas)
     policy: RetryPolicy | None = None
     idempotent_opt: bool | None = None
     hedging: HedgingConfig | None = None
@@ -124,4 +125,5 @@ def plan_request(
     elif policy.hedging is not None:
         plan.hedging = plan.hedge(policy, None)
     plan.scope = scope if scope is not None else scope_key(request)
+    plan.reads_quota = (plan.policy or policy).holds_spent_quota
     return plan

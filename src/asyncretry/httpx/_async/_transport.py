@@ -122,9 +122,9 @@ class _Base:
         self, attempt: Attempt, response: httpx.Response, body: bytes | None, headers: Mapping[str, str]
     ) -> Outcome:
         """Mark the attempt with what a response that needs judging says of it (its kind from status and
-        error code, the delay the server asks); returns that outcome."""
+        error code, the delay the server asks, a quota it announces spent); returns that outcome."""
         outcome = self.classifier.response_outcome(response.status_code, response, headers, body, self._wall_clock)
-        if outcome.kind is not _SUCCESS:
+        if outcome.kind is not _SUCCESS or outcome.spent_quota is not None:
             attempt.classify_result(outcome)
         return outcome
 
@@ -271,7 +271,7 @@ class AsyncRetryTransport(_Base, httpx.AsyncBaseTransport):
         response = None
         try:
             response = await transport.handle_async_request(request)
-            if self.classifier.plain_success(response.status_code) and not plan.read_body:
+            if self.classifier.plain_success(response.status_code) and not (plan.read_body or plan.reads_quota):
                 return response  # a plain success: nothing to read, nothing to mark
             headers = read_headers(response.headers.raw)
             body = None
