@@ -103,9 +103,10 @@ class Outcome:
         server_delay_is_hint: ``True`` for AWS's ``x-amz-retry-after``, which is clamped to
             ``[backoff, backoff + 5]``; ``False`` for ``Retry-After``, which is followed (capped).
         spent_quota: the quota the server announced with none left (``RateLimit: "default";r=0;t=30``,
-            ``X-RateLimit-Remaining: 0`` ...: its ``reset`` and that reset's ``rounding``), if it did: a
-            retry waits for the reset when no ``server_delay`` was asked, and with ``hold_spent_quota``
-            the scope's limiter holds every caller until then.
+            ``X-RateLimit-Remaining: 0`` ...: its ``reset``, that reset's ``rounding`` and the window),
+            if it did, a success that took the last request included: a retry waits for the reset when
+            no ``server_delay`` was asked, and where the policy ``holds_spent_quota`` the scope's limiter
+            holds every caller until then.
     """
 
     kind: OutcomeKind
