@@ -177,6 +177,43 @@ async def test_a_success_holds_nothing_unless_it_spent_the_quota_under_a_policy_
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("transport_policy", "request_policy", "gap"),
+    [(ADAPTIVE, NO_HOLD, 0.0), (NO_HOLD, ADAPTIVE, 8.0)],
+    ids=["request opts out", "request opts in"],
+)
+async def test_a_requests_own_policy_decides_whether_its_success_is_read(
+    transport_policy: RetryPolicy, request_policy: RetryPolicy, gap: float
+) -> None:
+    """A per-request policy is the request's policy here too: the next call waits only if it holds."""
+    server = Recorder(httpx.Response(200, headers={"RateLimit": '"q";r=0;t=8'}), httpx.Response(200))
+    async with httpx.AsyncClient(transport=transport(server, transport_policy)) as client:
+        await client.get(URL, extensions={EXTENSION: {"policy": request_policy}})
+        await client.get(URL)
+    assert server.gaps == [pytest.approx(gap)]
+
+
+@pytest.mark.anyio
+async def test_a_hedge_whose_success_spends_the_quota_holds_the_scope() -> None:
+    """Hedged requests go through the same reading: the hedge that answers first with ``r=0`` holds."""
+    calls = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await anyio.sleep(3.0)  # the slow first send
+        return httpx.Response(200, headers={"RateLimit": '"q";r=0;t=20'})
+
+    policy = ADAPTIVE.replace(hedging=HedgingConfig(delay=1.0, max_hedges=1, budget_ratio=1.0))
+    sent = AsyncRetryTransport(httpx.MockTransport(handler), policy=policy, wall_clock=wall)  # an async handler
+    async with httpx.AsyncClient(transport=sent) as client:
+        assert (await client.get(URL)).status_code == 200
+    assert calls == 2
+    assert limiter_of(sent).holds >= 1
+
+
+@pytest.mark.anyio
 async def test_reading_a_successs_quota_leaves_its_body_unread() -> None:
     """The headers are read, not the body: a streamed success is still a stream for the caller."""
     chunks: list[bytes] = []
