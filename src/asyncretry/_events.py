@@ -357,7 +357,8 @@ class LimiterHeld(Event):
 
     Attributes:
         seconds: how long the limiter holds from now (the reset, cut to the policy's ``max_server_delay``,
-            and at most twice the soonest the reset may come, given how the server rounded it).
+            and at most twice the soonest the reset may come, given how the server rounded it, unless the
+            server says a window at least twice that rounding).
         reason: the response that announced it (``"HTTP 429"``, ``"HTTP 200"`` ...).
     """
 

@@ -287,11 +287,13 @@ def _announcement(
     return AnnouncedQuota(count, reading[0], header, reading[1], window)
 
 
-def _structured(headers: Mapping[str, str], windows: dict[str, float]) -> list[AnnouncedQuota]:
+def _structured(
+    headers: Mapping[str, str], windows: dict[str, float], shortest: float | None
+) -> list[AnnouncedQuota]:
     """The policies of a ``RateLimit`` List (``r`` and ``t`` parameters), or its draft-07 Dictionary.
 
     A policy's window is the one ``windows`` gives its name; the Dictionary names no policy, so its
-    window is the shortest listed. Later duplicates of a parameter or key win, as RFC 8941 says.
+    window is ``shortest``, the shortest listed. Later duplicates of a parameter or key win, as RFC 8941 says.
     """
     field = headers.get(_STRUCTURED)
     if field is None or len(field) > _LONGEST_FIELD:
@@ -310,7 +312,6 @@ def _structured(headers: Mapping[str, str], windows: dict[str, float]) -> list[A
         policy = _announcement(named.get("r"), named.get("t"), _STRUCTURED, windows.get(head))
         if policy is not None:
             found.append(policy)
-    shortest = min(windows.values(), default=None)
     draft_07 = _announcement(dictionary.get("remaining"), dictionary.get("reset"), _STRUCTURED, shortest)
     return [*found, draft_07] if draft_07 is not None else found
 
@@ -368,9 +369,9 @@ def announced_quota(headers: Mapping[str, str], wall_clock: Callable[[], float])
     windows = _windows(headers.get(_POLICY)) if ietf else {}
     headers = present
     now = _WallClock(wall_clock)
-    found = _structured(headers, windows)
+    shortest = min(windows.values(), default=None)  # the window of the forms that name no policy
+    found = _structured(headers, windows, shortest)
     de_facto, reset_after, reset_at = _DE_FACTO
-    shortest = min(windows.values(), default=None)  # the older drafts name no policy
     candidates = [
         _pair(headers, _OLDER_DRAFT[0], _whole, (_OLDER_DRAFT[1], _delta_seconds), window=shortest),
         _pair(

@@ -285,7 +285,7 @@ class AdaptiveRateLimiter:
         sooner than the one running changes nothing. The retry engine calls this when a response
         announces its quota spent (``RateLimit``, ``X-RateLimit-*`` and the like: see
         :func:`asyncretry.httpx.announced_quota`) and the policy's limiter config holds on it
-        (``hold_spent_quota``, on with the default profile), cut to the policy's ``max_server_delay``.
+        (``hold_spent_quota``, on with every profile but ``"aws"``), cut to the policy's ``max_server_delay``.
         Synchronous, never waits.
 
         Args:

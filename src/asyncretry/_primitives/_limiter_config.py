@@ -67,7 +67,8 @@ class AdaptiveLimiterConfig:
             ``X-RateLimit-*`` ...), the retry engine holds the limiter until the reset
             (:meth:`~asyncretry.AdaptiveRateLimiter.hold`): every task that shares it waits, then the
             waiters go out at the rate the limiter was served before. A reset in whole seconds is held
-            at most a tenth past the soonest it may come, so a 1-s window is not held into the next.
+            at most twice the soonest it may come (``t=1`` holds nothing), so a 1-s window is not held
+            into the next, unless the server says a window at least twice the reset's rounding.
             ``False``: only the call that met the spent quota waits for the reset. Default ``None``:
             ``False`` with the SDK-exact ``"aws"`` profile (the SDKs do not hold), ``True`` with the others.
 
