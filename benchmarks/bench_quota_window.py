@@ -14,8 +14,11 @@ server that does not say its window). N clients call it through the real
 ``AsyncRetryTransport`` (an in-memory inner transport; each request takes one round trip, RTT), each asking
 for its share of D times the quota's rate as Poisson arrivals (``--demands``: 0.9, under the quota on
 average but over it in some windows, and 2, twice what the server admits). Layouts: ``independent`` (a
-transport, so a limiter, per client: processes) and ``shared`` (one transport for every client's calls:
-the tasks of one process).
+transport, so a limiter, per client: processes), ``shared`` (one transport for every client's calls:
+the tasks of one process) and ``fleet`` (a transport per client, whose limiter is a
+``RedisAdaptiveRateLimiter`` that every client shares: processes with one limiter through Redis; only with
+``--layouts fleet``, which starts the test suite's Redis-compatible server. The limiter scripts read the
+virtual clock, and a round trip to Redis takes no virtual time).
 
 Controllers, in the same run:
 
@@ -46,17 +49,24 @@ import os
 import random
 import statistics
 import time
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import anyio.abc
 import httpx
+import redis
 
-from asyncretry import AdaptiveLimiterConfig, RetryPolicy
+from asyncretry import AdaptiveLimiterConfig, Retrier, RetryPolicy
 from asyncretry.httpx import AsyncRetryTransport
+from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
+from asyncretry.redis._scripts import Script
 from asyncretry.testing import virtual_time_loop
+
+from .bench_redis import start_redis_server
 
 CONTROLLERS: dict[str, RetryPolicy] = {
     "asyncretry": RetryPolicy(mode="adaptive"),
@@ -65,7 +75,8 @@ CONTROLLERS: dict[str, RetryPolicy] = {
     "aws": RetryPolicy.aws_adaptive(),
     "standard": RetryPolicy(),
 }
-LAYOUTS = ("independent", "shared")
+LAYOUTS = ("independent", "shared", "fleet")
+DEFAULT_LAYOUTS = ("independent", "shared")
 URL = "https://quota.test/items"
 
 
@@ -117,7 +128,24 @@ def _jain(values: Sequence[float]) -> float:
     return total * total / (len(values) * sum(v * v for v in values)) if total else 0.0
 
 
-async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> Run:
+_REDIS: dict[str, redis.Redis] = {}  # this worker process's connection, by URL
+
+
+class _VirtualRedis(RedisBackend):
+    """A backend whose limiter scripts read the loop's (virtual) clock as the server's, through a synchronous
+    client: a round trip takes no virtual time, and the fleet runs as one deterministic simulation."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        super().__init__(url, prefix=prefix)
+        self._sync = _REDIS.setdefault(url, redis.Redis.from_url(url))
+
+    async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
+        reply = self._sync.eval(script.source, 1, key, repr(anyio.current_time()), *args[1:])
+        assert isinstance(reply, list)
+        return reply
+
+
+async def _simulate(cell: Cell, controller: str, seed: int, duration: float, redis_url: str | None) -> Run:
     start = anyio.current_time()
     server = WindowServer(cell.quota, cell.window, start, cell.policy)
     seeds = random.Random(seed)
@@ -128,9 +156,17 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
         await anyio.sleep(cell.rtt / 2)
         return response
 
+    policy = CONTROLLERS[controller]
+    prefix = f"quota-window-{uuid.uuid4().hex}:"
+
     def transport() -> AsyncRetryTransport:
-        return AsyncRetryTransport(httpx.MockTransport(handler), policy=CONTROLLERS[controller],
-                                   rng=random.Random(seeds.random()).random)
+        rng = random.Random(seeds.random()).random
+        if cell.layout != "fleet" or policy.limiter_config is None:
+            return AsyncRetryTransport(httpx.MockTransport(handler), policy=policy, rng=rng)
+        assert redis_url is not None
+        backend, config = _VirtualRedis(redis_url, prefix), policy.limiter_config
+        retrier = Retrier(policy, rng=rng, limiter=lambda key: RedisAdaptiveRateLimiter(backend, config, name=key))
+        return AsyncRetryTransport(httpx.MockTransport(handler), retrier=retrier)
 
     shared = transport()
     clients = [shared if cell.layout == "shared" else transport() for _ in range(cell.clients)]
@@ -171,9 +207,9 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float) -> 
     )
 
 
-def _job(job: tuple[Cell, str, int, float]) -> tuple[Cell, str, int, Run]:
-    cell, controller, seed, duration = job
-    run = anyio.run(_simulate, cell, controller, seed, duration, backend="asyncio",
+def _job(job: tuple[Cell, str, int, float, str | None]) -> tuple[Cell, str, int, Run]:
+    cell, controller, seed, duration, redis_url = job
+    run = anyio.run(_simulate, cell, controller, seed, duration, redis_url, backend="asyncio",
                     backend_options={"loop_factory": virtual_time_loop})
     return cell, controller, seed, run
 
@@ -216,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtts", default="0.001,0.1", help="comma-separated round trips, seconds (default 0.001,0.1)")
     parser.add_argument("--demands", default="0.9,2",
                         help="comma-separated demands, as multiples of the quota's rate (default 0.9,2)")
-    parser.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated, from independent,shared")
+    parser.add_argument("--layouts", default=",".join(DEFAULT_LAYOUTS),
+                        help="comma-separated, from independent,shared,fleet (default independent,shared)")
     parser.add_argument("--policies", default="sent",
                         help="comma-separated, from sent,unsent: whether the server says its window (default sent)")
     parser.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -234,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--controllers must be comma-separated from {', '.join(CONTROLLERS)}, got {unknown}")
     if any(layout not in LAYOUTS for layout in args.layouts.split(",")):
-        parser.error(f"--layouts must be comma-separated from {', '.join(LAYOUTS)}, got {args.layouts!r}")
+        parser.error(f"--layouts must be comma-separated from {','.join(LAYOUTS)}, got {args.layouts!r}")
     if any(policy not in ("sent", "unsent") for policy in args.policies.split(",")):
         parser.error(f"--policies must be comma-separated from sent,unsent, got {args.policies!r}")
     try:
@@ -245,14 +282,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--seeds must be at least 1 and --windows-per-run at least 3")
     if not all(math.isfinite(c.demand) and c.demand > 0 and c.rtt >= 0 and c.window > 0 and c.quota > 0 for c in cells):
         parser.error("--demands, --windows and --rtts must be positive numbers")
+    server = start_redis_server() if "fleet" in args.layouts.split(",") else None
+    url = server.url if server is not None else None
     jobs = []
     for cell in cells:
         duration = max(60.0, args.windows_per_run * cell.window)
         duration = cell.window * math.ceil(duration / cell.window)  # whole windows
-        jobs += [(cell, controller, seed, duration) for controller in controllers for seed in range(args.seeds)]
+        jobs += [(cell, controller, seed, duration, url) for controller in controllers for seed in range(args.seeds)]
     began = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = list(pool.map(_job, jobs, chunksize=1))
+    try:
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            done = list(pool.map(_job, jobs, chunksize=1))
+    finally:
+        if server is not None:
+            server.close()
     print(f"{len(done)} runs in {time.perf_counter() - began:.0f} s real time ({args.jobs} processes); "
           f"medians over {args.seeds} seeds, worst seed in brackets")
     for cell in cells:
