@@ -30,7 +30,10 @@ import pytest
 import redis
 
 from asyncretry import BackendUnavailable
+from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry.redis import RedisBackend
+from asyncretry.redis._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
+from asyncretry.redis._scripts import Script
 
 
 def server_binary() -> str | None:
@@ -437,3 +440,34 @@ def run_fleet(
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+
+class VirtualTimeBackend(RedisBackend):
+    """A backend whose limiter scripts read a virtual clock, plus an offset, as the server's time.
+
+    The limiter scripts take their clock as their first argument (the limiters send an empty one: the
+    server's ``TIME``); this backend fills it in with ``now()`` (the running loop's clock by default) plus
+    :attr:`offset`, as a real server's clock differs from a process's, and runs them through a synchronous
+    client: a round trip takes no virtual time (unless :attr:`latency` says otherwise), so a fleet of processes
+    runs as one deterministic simulation, on asyncio and trio alike. It runs the limiter scripts only.
+    """
+
+    def __init__(self, url: str, prefix: str, now: Callable[[], float] | None = None) -> None:
+        super().__init__(url, prefix=prefix)
+        self._sync = redis.Redis.from_url(url)
+        self._now = now if now is not None else DEFAULT_CLOCK.now
+        self.offset = 1000.0  # a test may step the server's clock
+        self.latency = 0.0  # ... or make the answers take time
+
+    async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
+        assert script.name in (LIMITER.name, LIMITER_ASYNCRETRY.name)
+        assert args[0] == SERVER_CLOCK
+        reply = self._sync.eval(script.source, 1, key, repr(self._now() + self.offset), *args[1:])
+        assert isinstance(reply, list)
+        if self.latency:
+            await anyio.sleep(self.latency)
+        return reply
+
+    def close_sync(self) -> None:
+        self._sync.close()

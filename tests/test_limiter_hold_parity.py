@@ -18,7 +18,7 @@ from asyncretry import AdaptiveRateLimiter, EventBus, LimiterHeld, RateLimitTime
 from asyncretry.redis import RedisAdaptiveRateLimiter
 from asyncretry.testing import VirtualClock
 from conftest import EventLog
-from conftest_redis import RedisServer
+from conftest_redis import RedisServer, VirtualTimeBackend
 from conftest_redis import anyio_backend as anyio_backend
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -29,14 +29,18 @@ Case = Callable[[Limiter, VirtualClock], Awaitable[object]]
 
 @asynccontextmanager
 async def both(server: RedisServer, prefix: str) -> AsyncIterator[list[tuple[Limiter, VirtualClock, EventLog]]]:
-    """An in-process limiter and a Redis-shared one, each on its own virtual clock and bus."""
-    async with server.backend(prefix) as backend:
-        made: list[tuple[Limiter, VirtualClock, EventLog]] = []
-        for build in (lambda clock, bus: AdaptiveRateLimiter(clock=clock, name="api", events=bus),
-                      lambda clock, bus: RedisAdaptiveRateLimiter(backend, name="api", clock=clock, events=bus)):
-            clock, bus = VirtualClock(100.0), EventBus()
-            made.append((build(clock, bus), clock, EventLog(bus)))
+    """An in-process limiter and a Redis-shared one, each on its own virtual clock and bus (the fleet's state
+    on Redis keeps the Redis limiter's clock)."""
+    clocks = [VirtualClock(100.0), VirtualClock(100.0)]
+    backend = VirtualTimeBackend(server.url, prefix, now=clocks[1].now)
+    buses = [EventBus(), EventBus()]
+    try:
+        built: list[Limiter] = [AdaptiveRateLimiter(clock=clocks[0], name="api", events=buses[0]),
+                                RedisAdaptiveRateLimiter(backend, name="api", clock=clocks[1], events=buses[1])]
+        made = [(limiter, clock, EventLog(bus)) for limiter, clock, bus in zip(built, clocks, buses, strict=True)]
         yield made
+    finally:
+        backend.close_sync()
 
 
 async def waits_out_the_hold(limiter: Limiter, clock: VirtualClock) -> object:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -24,40 +24,12 @@ from hypothesis import strategies as st
 from asyncretry import AdaptiveLimiterConfig, Retrier, RetryPolicy
 from asyncretry._primitives._clock import DEFAULT_CLOCK
 from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
-from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
-from asyncretry.redis._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
-from asyncretry.redis._scripts import Script
+from asyncretry.redis import RedisAdaptiveRateLimiter
+from asyncretry.redis._limiter_scripts import LIMITER_ASYNCRETRY
 from asyncretry.redis._values import fmt
-from conftest_redis import RedisServer
+from conftest_redis import RedisServer, VirtualTimeBackend
 
 pytestmark = [pytest.mark.redis]
-
-# The server's clock is the virtual one moved by an offset, as a real server's differs from a process's.
-_OFFSET = 1000.0
-_LIMITERS = (LIMITER.name, LIMITER_ASYNCRETRY.name)
-
-
-
-class VirtualTimeBackend(RedisBackend):
-    """A backend whose scripts see the running loop's (virtual) clock, plus an offset, as the server's time."""
-
-    def __init__(self, url: str, prefix: str) -> None:
-        super().__init__(url, prefix=prefix)
-        self._sync = redis.Redis.from_url(url)
-        self.offset = _OFFSET  # a test may step the server's clock
-        self.latency = 0.0  # ... or make the answers take time
-
-    async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
-        assert script.name in _LIMITERS
-        assert args[0] == SERVER_CLOCK
-        reply = self._sync.eval(script.source, 1, key, repr(DEFAULT_CLOCK.now() + self.offset), *args[1:])
-        assert isinstance(reply, list)
-        if self.latency:
-            await anyio.sleep(self.latency)
-        return reply
-
-    def close_sync(self) -> None:
-        self._sync.close()
 
 
 @pytest.fixture
@@ -420,7 +392,7 @@ def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
             now += gap
             times = [fmt(0.0 if sent is None else now + sent) for sent in sends]
             oldest = fmt(now - gap) if ok or failed or sends else 0  # the answers came since the last report
-            args = [repr(now), *head, ok, failed, int(want), fmt(max_wait), give, 60000, oldest, *times]
+            args = [repr(now), *head, ok, failed, int(want), fmt(max_wait), give, 60000, 0, oldest, *times]
             reply = client.eval(LIMITER_ASYNCRETRY.source, 1, key, *args)
             numbers = [float(x) for x in reply]
             assert all(math.isfinite(x) for x in numbers), reply

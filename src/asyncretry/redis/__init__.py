@@ -43,7 +43,7 @@ from ._bucket import RedisTokenBucket as RedisTokenBucket
 from ._budget import RedisBudgetStatistics as RedisBudgetStatistics
 from ._budget import RedisRetryBudget as RedisRetryBudget
 from ._limiter import RedisAdaptiveRateLimiter as RedisAdaptiveRateLimiter
-from ._limiter import RedisLimiterStatistics as RedisLimiterStatistics
+from ._limiter_view import RedisLimiterStatistics as RedisLimiterStatistics
 from ._link import OnUnavailable as OnUnavailable
 from ._quota import RedisQuotaStatistics as RedisQuotaStatistics
 from ._quota import RedisRetryQuota as RedisRetryQuota

@@ -30,6 +30,10 @@ feeds a local shadow limiter, the fail-open fallback). Reports travel with the n
 ``acquire`` is free and makes a round trip only every ``sync_interval`` seconds, or at once when this
 process has a throttle to report; once enabled, every ``acquire`` is one round trip (it takes a token).
 
+A quota a server announces spent holds the fleet: :meth:`~RedisAdaptiveRateLimiter.hold` holds this process
+at once and reports the hold with its next ``acquire``; the state keeps the latest end reported, and every
+other process holds from its next round trip on.
+
 Approximations, stated: reports are counted at the server time they arrive (up to one request, or
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
 the SDKs' own lag of one measurement bucket. The start-up does not: a report also says when its oldest
@@ -49,74 +53,32 @@ per probe instead of one or two.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import timedelta
 
 import redis.asyncio
 
-from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, LimiterRule, Throttled
+from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._hold import Hold
-from .._primitives._limiter import AdaptiveRateLimiter, LimiterStatistics
+from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import as_seconds, check_seconds
 from ._backend import RedisBackend
 from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK, script_rule
+from ._limiter_view import RedisLimiterStatistics, _Muted, _View
 from ._link import OnUnavailable, _Link, _Linked
 from ._values import fmt, num, ttl_ms
 
-__all__ = ["RedisAdaptiveRateLimiter", "RedisLimiterStatistics"]
+__all__ = ["RedisAdaptiveRateLimiter"]
 
 
 _DEFAULT = AdaptiveLimiterConfig()
 # The most throttle send times one report carries (a report covers about one request per task).
 _MAX_SENDS = 64
+# A fleet's hold that ends at most this much later than this process's own (seconds) is the same hold.
+_SAME_HOLD = 1e-3
 
-
-
-class _Muted(EventBus):
-    """A bus nobody hears: the local shadow limiter's own events would duplicate the fleet's."""
-
-    __slots__ = ()
-
-    def wants(self, event_type: type[Event]) -> bool:
-        return False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RedisLimiterStatistics(LimiterStatistics):
-    """A snapshot of a :class:`RedisAdaptiveRateLimiter`.
-
-    ``enabled``, ``fill_rate``, ``max_capacity``, ``available``, ``measured_rate``, ``last_max_rate`` and
-    ``last_throttle_time`` are the fleet's, as of the last round trip (``last_throttle_time`` on this
-    process's clock); the counters are this process's. While degraded, the local shadow's figures.
-
-    Attributes:
-        degraded: whether the last operation could not reach Redis.
-        round_trips: scripts this limiter ran on Redis.
-        fallbacks: operations that could not reach Redis.
-    """
-
-    degraded: bool
-    round_trips: int
-    fallbacks: int
-
-
-@dataclass(slots=True)
-class _View:
-    """The fleet limiter as the last round trip saw it."""
-
-    enabled: bool = False
-    fill_rate: float = 0.5
-    max_capacity: float = 1.0
-    tokens: float = 0.0
-    measured_rate: float = 0.0
-    last_max_rate: float = 0.0
-    last_throttle_time: float = 0.0  # local clock
-    accrued: float = 0.0  # tokens the fleet's bucket has taken in since it was created
-    rule: LimiterRule | None = None  # the rule that last set the fleet's fill rate
-    seen_at: float = math.nan  # local clock
 
 
 _SHARED_PROFILES = ("asyncretry", "aws")
@@ -156,6 +118,7 @@ class RedisAdaptiveRateLimiter(_Linked):
 
     __slots__ = (
         "_acquires",
+        "_announce",
         "_args",
         "_aws",
         "_bus",
@@ -166,6 +129,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_fallback",
         "_free_until",
         "_give",
+        "_heard",
         "_hold",
         "_key_ttl_ms",
         "_last_answer",
@@ -256,7 +220,9 @@ class RedisAdaptiveRateLimiter(_Linked):
         # that the fleet's limiter was enabled (infinite while it has not).
         self._free_until = math.inf
         self._view = _View(fill_rate=c.min_fill_rate, max_capacity=c.min_capacity)
-        self._hold = Hold()  # this process's: each process holds on what its own responses announce
+        self._hold = Hold()  # this process's, and the fleet's as the last round trip told it
+        self._announce = False  # a hold this process announced that the fleet has not heard of yet
+        self._heard = 0  # holds this process took from the fleet (announced by another process)
 
     @property
     def config(self) -> AdaptiveLimiterConfig:
@@ -313,6 +279,8 @@ class RedisAdaptiveRateLimiter(_Linked):
             timeout = check_seconds("timeout", timeout, allow_inf=True)
         limit = timeout if timeout is not None else self._config.max_wait
         max_wait = None if limit is None else as_seconds(limit)
+        if self._announce:
+            await self._run(want=False, max_wait=None)  # the fleet hears of the hold before this call waits it out
         held = 0.0
         if self._hold.set:
             try:
@@ -342,8 +310,24 @@ class RedisAdaptiveRateLimiter(_Linked):
         if not granted:
             self._timeouts += 1
             raise RateLimitTimeout(name=self.name, wait=wait, timeout=max_wait if max_wait is not None else 0.0)
+        started = self._clock.now()
         if wait > 0.0:
             await self._wait_for(due, wait, max_wait, counted=held > 0.0)
+        if self._hold.left(self._clock.now()) > 0.0:
+            # Another process announced the quota spent: this call waits out the fleet's hold, its token kept.
+            limit_left = None if max_wait is None else max(0.0, max_wait - (self._clock.now() - started))
+            done = False
+            try:
+                extra = await self._hold.wait(self._clock, limit_left, self.name)
+                done = True
+            except RateLimitTimeout:
+                self._timeouts += 1
+                raise
+            finally:
+                if not done:
+                    self._give += 1  # the attempt will not happen: its token goes back with the next round trip
+            self._waits += not (held > 0.0 or wait > 0.0)
+            self._wait_time += extra
         self._acquires += 1
 
     async def _wait_for(self, due: float, wait: float, max_wait: float | None, *, counted: bool) -> None:
@@ -406,14 +390,18 @@ class RedisAdaptiveRateLimiter(_Linked):
     def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> None:
         """Admit nothing in this process for ``seconds``: the server announced its quota spent until then.
 
-        As :meth:`AdaptiveRateLimiter.hold <asyncretry.AdaptiveRateLimiter.hold>`. The hold is this
-        process's: every process of the fleet reads the same announcement in its own next response,
-        and holds then. Synchronous, never waits, no round trip.
+        As :meth:`AdaptiveRateLimiter.hold <asyncretry.AdaptiveRateLimiter.hold>`, and for the fleet: the
+        hold goes to Redis with this process's next :meth:`acquire` (which reports it before it waits), and
+        every other process holds from its next round trip on (at its next ``acquire`` once the fleet's
+        limiter is enabled, within ``sync_interval`` before), with the reason ``"held by the fleet"``.
+        Synchronous, never waits, no round trip.
 
         Raises:
             ValueError: ``seconds`` is negative, infinite or NaN.
         """
+        until = self._hold.until
         self._hold.extend(self._clock.now(), seconds, self._bus, self.name, reason)
+        self._announce = self._announce or self._hold.until > until
 
     def update(
         self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
@@ -479,6 +467,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             rule=view.rule if fleet else local.rule,
             held=self._hold.left(self._clock.now()),
             holds=self._hold.count,
+            holds_heard=self._heard,
             updates=self._updates,
             throttles=self._throttles,
             acquires=self._acquires,
@@ -528,24 +517,30 @@ class RedisAdaptiveRateLimiter(_Linked):
     async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
         responses, throttles, give, failed = self._reported, self._throttled, self._give, self._failed
         self._reported = self._throttled = self._give = self._failed = 0
+        before = self._clock.now()
+        hold_for = self._hold.left(before) if self._announce else 0.0
+        self._announce = False
         args: tuple[str | int, ...]
         if self._aws:
-            args = (SERVER_CLOCK, *self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms)
+            args = (SERVER_CLOCK, *self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms,
+                    fmt(hold_for))
         else:
             # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
                 SERVER_CLOCK, *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
-                fmt(max_wait), give, self._key_ttl_ms, self._oldest_answer(responses),
+                fmt(max_wait), give, self._key_ttl_ms, fmt(hold_for), self._oldest_answer(responses),
                 *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
         now = self._clock.now()
         if reply is None:
-            # Stale counts would skew the fleet's measured rate after the outage: only the tokens are kept.
+            # Stale counts would skew the fleet's measured rate after the outage: only the tokens are kept,
+            # and the hold (telling it twice is harmless: the fleet keeps the latest end).
             if not self._link.maybe_sent:
                 self._give += give
+            self._announce = hold_for > 0.0
             return None
         self._next_sync = now + self._sync_interval
         view = self._view
@@ -571,4 +566,10 @@ class RedisAdaptiveRateLimiter(_Linked):
                 measured_rate=view.measured_rate, throttled=throttles > 0, enabled=view.enabled, rule=rule,
             ))
         view.accrued = num(reply[11])
+        # The fleet's hold ends that long after the script ran, which was after `before`: the earliest it may
+        # end on this clock. This process's own announcement comes back as the very hold it has.
+        left = num(reply[14])
+        if left > 0.0 and before + left > self._hold.until + _SAME_HOLD:
+            self._heard += 1
+            self._hold.extend(before, left, self._bus, self.name, "held by the fleet")
         return bool(int(reply[0])), num(reply[1]), num(reply[12])

@@ -3,7 +3,7 @@
 ``LIMITER`` applies the ``"aws"`` profile's update (SPEC section 5) to a fleet's reports, and
 ``LIMITER_ASYNCRETRY`` the default profile's rules (:data:`DEFAULT_RULES`, the same formulas as
 ``asyncretry._primitives._adaptive_rules``). Both end the same way: take the token the call asked for, or
-say how long to wait for it, and store the state.
+say how long to wait for it, and store the state; both keep the fleet's hold alike (``_HOLD``).
 """
 
 from __future__ import annotations
@@ -96,6 +96,17 @@ if give > 0 then add(give) end
 local old_fill = v.fill
 """
 
+# The fleet's hold, the same in both limiter scripts: until when ('hu', the state's clock) a process announced
+# the server's quota spent. A report that holds for 'hold_for' seconds from now makes it at least
+# now + hold_for (the latest end wins, as in one process's hold); 'hold_left' is what the reply says of it.
+# The state is kept at least as long as the hold runs (capped at ten years, the longest key_ttl), so the
+# hold of an hourly window outlives an idle limiter's key_ttl.
+_HOLD = """if v.hu == nil then v.hu = 0 end
+if hold_for > 0 and now + hold_for > v.hu then v.hu = now + hold_for end
+local hold_left = math.max(0, v.hu - now)
+if hold_left > 0 then ttl = math.max(ttl, math.min(math.ceil(hold_left * 1000), 315360000000)) end
+"""
+
 # Both limiter scripts end the same way: take the token the call asked for (or say how long to wait
 # for it, refusing a wait beyond max_wait) and store the state.
 _GRANT_AND_SAVE = """local granted, wait, due = 1, 0, v.acc
@@ -124,12 +135,13 @@ LIMITER = Script("limiter", _LIMITER_PRELUDE + _WRONG_PROFILE + """
 -- re-plan when the fleet's rate changes.
 -- ARGV (after the clock): beta, C, smoothing, measurement bucket width, min_fill_rate, min_capacity, max_rate_growth,
 --       responses, throttles (reported since the process's last round trip), want (0/1),
---       max_wait (-1: no limit), give_back, ttl_ms
+--       max_wait (-1: no limit), give_back, ttl_ms, hold_for (seconds the process holds from now; 0: none to report)
 local beta, C, smoothing, width = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local min_fill, min_cap, growth = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local responses, throttles, want = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_wait, give, ttl = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc', 'sk', 'ru'}
+local hold_for = tonumber(ARGV[14])
+local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc', 'sk', 'ru', 'hu'}
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
@@ -161,9 +173,9 @@ end
   end
   v.tok = math.min(v.tok, v.cap)
 end
-""" + _GRANT_AND_SAVE + """
+""" + _HOLD + _GRANT_AND_SAVE + """
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax), f(v.ltt), f(now), f(old_fill),
-        f(v.acc), f(due), v.ru}
+        f(v.acc), f(due), v.ru, f(hold_left)}
 """)
 
 LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROFILE + DEFAULT_RULES + """
@@ -179,7 +191,8 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROF
 --       recovery_time, quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
 --       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
---       give_back, ttl_ms (16-21), when the oldest of the reported answers came (22; server clock, 0: now),
+--       give_back, ttl_ms (16-21), hold_for (22; seconds the process holds from now, 0: none to report),
+--       when the oldest of the reported answers came (23; server clock, 0: now),
 --       then the send times of the reported throttles (server clock, any order; 0 for a request its
 --       process sent free, before it heard that the limiter was enabled)
 local util, repeat_dec, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -189,14 +202,14 @@ local doubling, burst, margin = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber
 local growth, min_fill, min_cap = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local ok, failed, want = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local max_wait, give, ttl = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
-local oldest = tonumber(ARGV[22])
+local hold_for, oldest = tonumber(ARGV[22]), tonumber(ARGV[23])
 local sends = {}
-for i = 23, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
+for i = 24, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
 table.sort(sends)
 local SLOTS = 21
 local width = window / 20
 local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'ans', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
-                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk', 'ru'}
+                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk', 'ru', 'hu'}
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'g' .. i) end
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'a' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
@@ -323,7 +336,7 @@ if ok > 0 and v.en == 1 then
   end
 end
 v.tok = math.min(v.tok, v.cap)
-""" + _GRANT_AND_SAVE + """
+""" + _HOLD + _GRANT_AND_SAVE + """
 if wait > 0 and granted == 1 then
   -- The wake-up time follows the rate the recovery predicts (the climb back to the estimate, then the probe),
   -- not the rate of now: a sleeper that woke late while the probe raised the rate would find its token long
@@ -356,5 +369,5 @@ end
 local last = v.dec
 if v.en == 0 then last = now end
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(rate('a', window)), f(v.est), f(last), f(now),
-        f(old_fill), f(v.acc), f(due), v.ru}
+        f(old_fill), f(v.acc), f(due), v.ru, f(hold_left)}
 """)
