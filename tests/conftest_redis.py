@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -471,3 +472,15 @@ class VirtualTimeBackend(RedisBackend):
 
     def close_sync(self) -> None:
         self._sync.close()
+
+
+@contextmanager
+def virtual_fleet(server: RedisServer, prefix: str, processes: int) -> Iterator[list[VirtualTimeBackend]]:
+    """``processes`` backends on one key prefix: that many processes, as far as Redis can tell."""
+    made = [VirtualTimeBackend(server.url, prefix) for _ in range(processes)]
+    try:
+        yield made
+    finally:
+        for backend in made:
+            backend.close_sync()
+

@@ -28,7 +28,7 @@ from asyncretry.redis import RedisAdaptiveRateLimiter
 from asyncretry.redis._backend import _Unavailable
 from asyncretry.redis._scripts import Script
 from conftest import EventLog
-from conftest_redis import RedisServer, VirtualTimeBackend
+from conftest_redis import RedisServer, VirtualTimeBackend, virtual_fleet
 
 pytestmark = [pytest.mark.redis, pytest.mark.anyio]
 
@@ -38,10 +38,8 @@ PROFILES = ["asyncretry", "aws"]
 @pytest.fixture
 def backends(redis_server: RedisServer, prefix: str) -> Iterator[list[VirtualTimeBackend]]:
     """Three processes, as far as Redis can tell: three backends on one key prefix."""
-    made = [VirtualTimeBackend(redis_server.url, prefix) for _ in range(3)]
-    yield made
-    for backend in made:
-        backend.close_sync()
+    with virtual_fleet(redis_server, prefix, 3) as made:
+        yield made
 
 
 def fleet(

@@ -27,7 +27,7 @@ from asyncretry._simulation import Scenario, SimulatedServer, SimulatedThrottle
 from asyncretry.redis import RedisAdaptiveRateLimiter
 from asyncretry.redis._limiter_scripts import LIMITER_ASYNCRETRY
 from asyncretry.redis._values import fmt
-from conftest_redis import RedisServer, VirtualTimeBackend
+from conftest_redis import RedisServer, VirtualTimeBackend, virtual_fleet
 
 pytestmark = [pytest.mark.redis]
 
@@ -35,10 +35,8 @@ pytestmark = [pytest.mark.redis]
 @pytest.fixture
 def backends(redis_server: RedisServer, prefix: str) -> Iterator[list[VirtualTimeBackend]]:
     """Four backends on one key prefix: four processes, as far as Redis can tell."""
-    made = [VirtualTimeBackend(redis_server.url, prefix) for _ in range(4)]
-    yield made
-    for backend in made:
-        backend.close_sync()
+    with virtual_fleet(redis_server, prefix, 4) as made:
+        yield made
 
 
 @pytest.mark.anyio
