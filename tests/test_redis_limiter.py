@@ -85,6 +85,24 @@ async def test_a_throttle_in_one_process_slows_the_whole_fleet(redis_server: Red
 
 
 @pytest.mark.anyio
+async def test_a_hold_in_one_process_reaches_another_on_the_servers_clock(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """On the real clocks (the script reads Redis's TIME): B's next round trip after A reported its hold of 30 s
+    holds B until about the same end, whatever B's own clock reads."""
+    async with fleet(redis_server, prefix) as (a, b):
+        a.hold(30.0, reason="HTTP 429")
+        await a.refresh()
+        told = time.monotonic()
+        await b.refresh()
+        held = b.statistics().held
+        assert 30.0 - (time.monotonic() - told) - 1.0 <= held <= 30.0
+        assert (b.statistics().holds_heard, a.statistics().holds_heard) == (1, 0)
+        with pytest.raises(RateLimitTimeout):
+            await b.acquire(timeout=1.0)
+
+
+@pytest.mark.anyio
 async def test_the_fleet_shares_one_bucket_at_the_fill_rate(redis_server: RedisServer, prefix: str) -> None:
     """Once enabled, two processes together get at most the fill rate (20/s here), not twice it.
 
