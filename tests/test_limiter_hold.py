@@ -229,6 +229,19 @@ async def test_without_a_success_before_the_hold_the_waiters_go_together() -> No
 
 
 @pytest.mark.anyio
+async def test_served_nothing_since_the_last_hold_the_waiters_go_one_per_span_of_the_cycle() -> None:
+    """Every answer of the cycle throttled (or none came): the limiter counts itself served once over the
+    cycle's span (at most the hold's length), so the first waiter finds whether the fresh window serves
+    before the others follow, instead of all of them at once."""
+    held = limiter()
+    await served(held, 2, 1.0)
+    held.hold(2.0)  # the cycle that sets the next release begins here
+    await anyio.sleep(10.0)  # the pace is long over, and nothing was served since
+    held.hold(4.0)  # paced over min(10, 4) s per success counted: one
+    assert await release_times(held, 3) == pytest.approx([4.0, 8.0, 12.0])
+
+
+@pytest.mark.anyio
 async def test_a_paced_release_past_the_timeout_is_refused_at_once() -> None:
     """A call whose release would come after its timeout gets RateLimitTimeout when it books it."""
     held = limiter()

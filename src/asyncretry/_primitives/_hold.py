@@ -10,10 +10,16 @@ Released all at once, the calls that waited would meet the fresh window together
 quota the spent window again. So they go out no faster than the limiter was served over the cycle before
 the hold: the successes counted since the previous hold began (or since the first), over that time, and
 at most over the hold's length (a limiter idle for an hour before a burst must not pace its burst over an
-hour). The pacing lasts as long as the hold did, then ends.
+hour). A limiter served nothing over that cycle (its answers all throttled, or none came) counts as served
+once: its waiters go out one per that span, the first when the hold ends. It has no pace of its own, and
+in a fleet whose processes hold together, many such processes per window are common: released all at
+once, every process's waiters would meet the fresh window together. A limiter that was never served (no
+cycle yet) releases its waiters together. The waiters of the hold keep their places in the release; the
+pacing of later calls lasts as long as the hold did, then ends.
 
-The hold is the same for the in-process limiter and the one shared through Redis (each process holds
-on what its own responses announce), so it lives here, once, and both limiters keep one.
+The hold is the same for the in-process limiter and the one shared through Redis (a process holds on what
+its own responses announce, and on what the fleet tells it), so it lives here, once, and both limiters keep
+one.
 """
 
 from __future__ import annotations
@@ -79,7 +85,7 @@ class Hold:
             return
         if self.until <= now:  # a new hold: the cycle before it sets the pace of the release after it
             span = min(now - self._since, seconds) if self._since is not None else 0.0
-            self._spacing = span / self._served if self._served else 0.0
+            self._spacing = span / max(self._served, 1) if self._since is not None else 0.0  # none: as one
             self._since, self._served = now, 0
             self._next = _NONE
         self._paced_until = until + (seconds if self._spacing > 0.0 else 0.0)  # paced as long as it held
