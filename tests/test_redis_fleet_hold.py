@@ -203,6 +203,29 @@ async def test_a_hold_that_could_not_be_reported_goes_with_the_next_round_trip(
     assert second.statistics().held == pytest.approx(8.0)
 
 
+async def test_a_hold_whose_report_was_cancelled_on_its_way_goes_with_the_next_round_trip(
+    backends: list[VirtualTimeBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call that carried the report was cancelled before Redis ran it: the next round trip reports it."""
+    (first, _), (second, _), _ = fleet(backends)
+    slow = [True]
+    run = VirtualTimeBackend.run
+
+    async def late(self: VirtualTimeBackend, script: Script, key: str, args: list[str]) -> list[object]:
+        if slow[0] and self is backends[0]:
+            await anyio.sleep(1.0)  # the round trip is on its way when the call is cancelled
+        return await run(self, script, key, args)
+
+    monkeypatch.setattr(VirtualTimeBackend, "run", late)
+    first.hold(10.0)
+    with anyio.move_on_after(0.5):
+        await first.acquire()
+    assert (await second.refresh()).held == 0.0
+    slow[0] = False
+    await first.refresh()
+    assert (await second.refresh()).held == pytest.approx(9.5)
+
+
 async def test_the_fleets_state_outlives_key_ttl_while_a_hold_runs(
     backends: list[VirtualTimeBackend], redis_server: RedisServer
 ) -> None:

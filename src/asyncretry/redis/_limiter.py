@@ -80,7 +80,6 @@ _MAX_SENDS = 64
 _SAME_HOLD = 1e-3
 
 
-
 _SHARED_PROFILES = ("asyncretry", "aws")
 """The profiles whose rules the Redis scripts apply to a fleet's reports."""
 
@@ -533,14 +532,18 @@ class RedisAdaptiveRateLimiter(_Linked):
                 *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
-        reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
+        try:
+            reply = await self._link.run(LIMITER if self._aws else LIMITER_ASYNCRETRY, args, report=not want)
+        except BaseException:  # cancelled, or refused: the hold goes with the next round trip
+            self._announce = self._announce or hold_for > 0.0
+            raise
         now = self._clock.now()
         if reply is None:
             # Stale counts would skew the fleet's measured rate after the outage: only the tokens are kept,
             # and the hold (telling it twice is harmless: the fleet keeps the latest end).
             if not self._link.maybe_sent:
                 self._give += give
-            self._announce = hold_for > 0.0
+            self._announce = self._announce or hold_for > 0.0
             return None
         self._next_sync = now + self._sync_interval
         view = self._view
