@@ -57,7 +57,7 @@ from datetime import timedelta
 
 import redis.asyncio
 
-from .._events import GLOBAL_EVENTS, EventBus, LimiterRateChanged, Throttled
+from .._events import GLOBAL_EVENTS, Event, EventBus, LimiterRateChanged, Throttled
 from .._exceptions import RateLimitTimeout
 from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._hold import Hold
@@ -66,7 +66,7 @@ from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import as_seconds, check_seconds
 from ._backend import RedisBackend
 from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK, script_rule
-from ._limiter_view import RedisLimiterStatistics, _Muted, _View
+from ._limiter_view import RedisLimiterStatistics, _View
 from ._link import OnUnavailable, _Link, _Linked
 from ._values import fmt, num, ttl_ms
 
@@ -78,6 +78,15 @@ _DEFAULT = AdaptiveLimiterConfig()
 _MAX_SENDS = 64
 # A fleet's hold that ends at most this much later than this process's own (seconds) is the same hold.
 _SAME_HOLD = 1e-3
+
+
+class _Muted(EventBus):
+    """A bus nobody hears: the local shadow limiter's own events would duplicate the fleet's."""
+
+    __slots__ = ()
+
+    def wants(self, event_type: type[Event]) -> bool:
+        return False
 
 
 _SHARED_PROFILES = ("asyncretry", "aws")
@@ -282,11 +291,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             await self._run(want=False, max_wait=None)  # the fleet hears of the hold before this call waits it out
         held = 0.0
         if self._hold.set:
-            try:
-                held = await self._hold.wait(self._clock, max_wait, self.name)
-            except RateLimitTimeout:
-                self._timeouts += 1
-                raise
+            held = await self._held(max_wait)
             if held > 0.0:
                 self._waits += 1
                 self._wait_time += held
@@ -317,17 +322,23 @@ class RedisAdaptiveRateLimiter(_Linked):
             limit_left = None if max_wait is None else max(0.0, max_wait - (self._clock.now() - started))
             done = False
             try:
-                extra = await self._hold.wait(self._clock, limit_left, self.name)
+                extra = await self._held(limit_left)
                 done = True
-            except RateLimitTimeout:
-                self._timeouts += 1
-                raise
             finally:
                 if not done:
                     self._give += 1  # the attempt will not happen: its token goes back with the next round trip
             self._waits += not (held > 0.0 or wait > 0.0)
             self._wait_time += extra
         self._acquires += 1
+
+    async def _held(self, limit: float | None) -> float:
+        """Wait out the hold and take a place in its paced release; the seconds waited. A wait that would
+        run past ``limit`` seconds raises ``RateLimitTimeout`` at once, counted among the timeouts."""
+        try:
+            return await self._hold.wait(self._clock, limit, self.name)
+        except RateLimitTimeout:
+            self._timeouts += 1
+            raise
 
     async def _wait_for(self, due: float, wait: float, max_wait: float | None, *, counted: bool) -> None:
         """Sleep until the fleet's bucket has taken in ``due`` tokens, re-planning every ``sync_interval``.

@@ -5,19 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._events import Event, EventBus, LimiterRule
+from .._events import LimiterRule
 from .._primitives._limiter import LimiterStatistics
 
 __all__ = ["RedisLimiterStatistics"]
-
-
-class _Muted(EventBus):
-    """A bus nobody hears: the local shadow limiter's own events would duplicate the fleet's."""
-
-    __slots__ = ()
-
-    def wants(self, event_type: type[Event]) -> bool:
-        return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
