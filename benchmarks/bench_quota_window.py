@@ -44,6 +44,7 @@ calls can be served: the server admits half of what is asked.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import random
@@ -58,15 +59,13 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx
-import redis
 
 from asyncretry import AdaptiveLimiterConfig, Retrier, RetryPolicy
 from asyncretry.httpx import AsyncRetryTransport
-from asyncretry.redis import RedisAdaptiveRateLimiter, RedisBackend
-from asyncretry.redis._scripts import Script
+from asyncretry.redis import RedisAdaptiveRateLimiter
 from asyncretry.testing import virtual_time_loop
 
-from .bench_redis import start_redis_server
+from .bench_redis import _server_module, start_redis_server
 
 CONTROLLERS: dict[str, RetryPolicy] = {
     "asyncretry": RetryPolicy(mode="adaptive"),
@@ -128,21 +127,9 @@ def _jain(values: Sequence[float]) -> float:
     return total * total / (len(values) * sum(v * v for v in values)) if total else 0.0
 
 
-_REDIS: dict[str, redis.Redis] = {}  # this worker process's connection, by URL
-
-
-class _VirtualRedis(RedisBackend):
-    """A backend whose limiter scripts read the loop's (virtual) clock as the server's, through a synchronous
-    client: a round trip takes no virtual time, and the fleet runs as one deterministic simulation."""
-
-    def __init__(self, url: str, prefix: str) -> None:
-        super().__init__(url, prefix=prefix)
-        self._sync = _REDIS.setdefault(url, redis.Redis.from_url(url))
-
-    async def run(self, script: Script, key: str, args: Sequence[str | int | float]) -> list[Any]:
-        reply = self._sync.eval(script.source, 1, key, repr(anyio.current_time()), *args[1:])
-        assert isinstance(reply, list)
-        return reply
+# tests/conftest_redis.py (its VirtualTimeBackend: the limiter scripts read the loop's virtual clock through a
+# synchronous client, so a round trip takes no virtual time), loaded once per worker process.
+_redis_helpers = functools.cache(_server_module)
 
 
 async def _simulate(cell: Cell, controller: str, seed: int, duration: float, redis_url: str | None) -> Run:
@@ -158,13 +145,16 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, red
 
     policy = CONTROLLERS[controller]
     prefix = f"quota-window-{uuid.uuid4().hex}:"
+    backends: list[Any] = []  # the fleet layout's, one per client
 
     def transport() -> AsyncRetryTransport:
         rng = random.Random(seeds.random()).random
         if cell.layout != "fleet" or policy.limiter_config is None:
             return AsyncRetryTransport(httpx.MockTransport(handler), policy=policy, rng=rng)
         assert redis_url is not None
-        backend, config = _VirtualRedis(redis_url, prefix), policy.limiter_config
+        backend, config = _redis_helpers().VirtualTimeBackend(redis_url, prefix), policy.limiter_config
+        backend.offset = 0.0  # the server's clock is the loop's
+        backends.append(backend)
         retrier = Retrier(policy, rng=rng, limiter=lambda key: RedisAdaptiveRateLimiter(backend, config, name=key))
         return AsyncRetryTransport(httpx.MockTransport(handler), retrier=retrier)
 
@@ -198,6 +188,8 @@ async def _simulate(cell: Cell, controller: str, seed: int, duration: float, red
             tg.start_soon(arrivals, index, tg)
         await anyio.sleep_until(start + duration)
         tg.cancel_scope.cancel()
+    for backend in backends:
+        backend.close_sync()
     return Run(
         goodput=successes / (cell.quota * duration / cell.window),
         served=sum(served) / asked if asked else 0.0,
