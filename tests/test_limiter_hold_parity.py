@@ -82,20 +82,43 @@ async def is_over_at_its_end(limiter: Limiter, clock: VirtualClock) -> object:
     return limiter.time_until_available(), limiter.statistics().held
 
 
+async def sent(limiter: Limiter, clock: VirtualClock, calls: int = 3) -> list[float]:
+    """When each of ``calls`` calls, one after the other, was let go."""
+    times = []
+    for _ in range(calls):
+        await limiter.acquire()
+        times.append(clock.now())
+    return times
+
+
 async def paces_the_release(limiter: Limiter, clock: VirtualClock) -> object:
     for _ in range(4):  # 4 served in 4 s: after the hold, one release a second
         limiter.update(False)
         clock.advance(1.0)
     limiter.hold(4.0)
-    sent = []
-    for _ in range(3):
-        await limiter.acquire()
-        sent.append(clock.now())
-    return sent, limiter.time_until_available()
+    return await sent(limiter, clock), limiter.time_until_available()
+
+
+async def releases_a_limiter_never_served_together(limiter: Limiter, clock: VirtualClock) -> object:
+    limiter.hold(2.0)
+    return await sent(limiter, clock), limiter.time_until_available()
+
+
+async def paces_one_per_span_after_a_cycle_served_nothing(limiter: Limiter, clock: VirtualClock) -> object:
+    limiter.update(False)
+    clock.advance(1.0)
+    limiter.hold(2.0)
+    await limiter.acquire()  # at 103
+    for _ in range(2):  # nothing served since the hold began at 101: the next release goes one per 4 s,
+        limiter.update(False, failed=True)  # paced for the 4 s the hold lasts
+        clock.advance(1.0)
+    limiter.hold(4.0)
+    return await sent(limiter, clock), limiter.statistics().holds
 
 
 CASES: list[Case] = [waits_out_the_hold, keeps_the_longest, refuses_what_outlasts_the_timeout,
-                     refuses_a_senseless_length, is_over_at_its_end, paces_the_release]
+                     refuses_a_senseless_length, is_over_at_its_end, paces_the_release,
+                     releases_a_limiter_never_served_together, paces_one_per_span_after_a_cycle_served_nothing]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.__name__)
@@ -120,3 +143,9 @@ async def test_the_cases_say_what_a_hold_does() -> None:
     clock = VirtualClock(100.0)
     assert await paces_the_release(AdaptiveRateLimiter(clock=clock, events=EventBus()), clock) == (
         [108.0, 109.0, 110.0], 1.0)
+    clock = VirtualClock(100.0)
+    assert await releases_a_limiter_never_served_together(AdaptiveRateLimiter(clock=clock, events=EventBus()),
+                                                          clock) == ([102.0, 102.0, 102.0], 0.0)
+    clock = VirtualClock(100.0)
+    assert await paces_one_per_span_after_a_cycle_served_nothing(
+        AdaptiveRateLimiter(clock=clock, events=EventBus()), clock) == ([109.0, 113.0, 113.0], 2)

@@ -1,15 +1,18 @@
-"""A quota one process hears announced spent holds the whole fleet that shares a Redis limiter.
+"""A quota one process hears announced spent holds the whole fleet that shares a Redis limiter, and the fleet
+is released after the hold as one limiter would be.
 
-The hold travels with the process's next round trip; every other process holds from its own next one. The
-real scripts run on the suite's Redis, reading the virtual clock (:class:`VirtualTimeBackend`), on asyncio
-and trio alike.
+The hold travels with the answer that announced it (the engine awaits the report; by hand, with the
+process's next round trip); every other process holds from its own next one. The real scripts run on the
+suite's Redis, reading the virtual clock (:class:`VirtualTimeBackend`), on asyncio and trio alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 import redis
@@ -238,12 +241,14 @@ async def test_the_fleets_state_outlives_key_ttl_while_a_hold_runs(
         assert client.pttl(limiter.key) > 3_590_000
 
 
+@pytest.mark.parametrize("sends_again", [True, False], ids=["sends-again", "sends-nothing-more"])
 async def test_a_success_that_spends_the_quota_in_one_process_holds_the_others_calls(
-    backends: list[VirtualTimeBackend],
+    backends: list[VirtualTimeBackend], sends_again: bool
 ) -> None:
     """Two processes, each with its transport and the fleet's Redis limiter: the first hears a 200 take the
-    window's last request and holds; its next call tells the fleet, and the second process's call waits for the
-    reset instead of meeting the spent window."""
+    window's last request and holds. The engine tells the fleet with that answer, whether or not the first
+    process sends again, and the second process's call waits for the reset instead of meeting the spent
+    window."""
     answers: list[tuple[float, str]] = []
     spends = {"first"}  # the first process's first answer takes the window's last request
 
@@ -266,8 +271,110 @@ async def test_a_success_that_spends_the_quota_in_one_process_holds_the_others_c
         start = anyio.current_time()
         assert (await first.get("https://api.test/")).status_code == 200  # r=0: the first process holds 8 s
         async with anyio.create_task_group() as tg:
-            tg.start_soon(first.get, "https://api.test/")  # waits out the hold, after telling the fleet
+            if sends_again:
+                tg.start_soon(first.get, "https://api.test/")  # waits out the hold
             await anyio.sleep(0.5)
             tg.start_soon(second.get, "https://api.test/")
     assert sorted((round(at - start, 6), who) for at, who in answers) == [
-        (0.0, "first"), (8.0, "first"), (8.0, "second")]
+        (0.0, "first"), *([(8.0, "first")] if sends_again else []), (8.0, "second")]
+
+
+@dataclass
+class Held:
+    """Two processes, ``a`` and ``b``, served 8 over 4 s between them (after a hold, one call per 0.5 s); at
+    start + 4, ``a`` holds 4 s and tells the fleet; now it is start + 5. ``sent``: when each call went, by
+    which process."""
+
+    a: RedisAdaptiveRateLimiter
+    b: RedisAdaptiveRateLimiter
+    start: float
+    sent: list[tuple[float, str]] = field(default_factory=list)
+
+    async def send(self, limiter: RedisAdaptiveRateLimiter | None = None) -> None:
+        limiter = limiter or self.b
+        await limiter.acquire()
+        self.sent.append((anyio.current_time() - self.start, "a" if limiter is self.a else "b"))
+
+    @property
+    def times(self) -> list[float]:
+        return sorted(at for at, _ in self.sent)
+
+
+async def held(backends: list[VirtualTimeBackend], profile: str = "asyncretry", *, b_served: bool = True) -> Held:
+    """The fleet of :class:`Held` (``b_served=False``: ``a`` was served all 8)."""
+    (a, _), (b, _), _ = fleet(backends, profile)
+    start = anyio.current_time()
+    for _ in range(4):
+        a.update(False)
+        (b if b_served else a).update(False)
+        await anyio.sleep(1.0)
+    await b.refresh()
+    await a.hold(4.0, reason="HTTP 429")  # awaited: the fleet hears of it now
+    await anyio.sleep(1.0)  # b's next round trip is due
+    return Held(a, b, start)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_the_fleet_is_released_after_a_hold_as_one_limiter_is(
+    backends: list[VirtualTimeBackend], profile: str
+) -> None:
+    """After the hold, the fleet's calls go out one per 0.5 s, in the order they asked, whichever process
+    sends them (each process alone was served one a second), as one in-process limiter shared by all their
+    tasks releases."""
+    fleet_ = await held(backends, profile)
+    async with anyio.create_task_group() as tg:
+        for limiter in (fleet_.b, fleet_.a):
+            for _ in range(3):
+                tg.start_soon(fleet_.send, limiter)
+                await anyio.lowlevel.checkpoint()
+    assert [at for at, _ in fleet_.sent] == pytest.approx([8.0, 8.5, 9.0, 9.5, 10.0, 10.5])
+    assert sorted(who for _, who in fleet_.sent) == ["a"] * 3 + ["b"] * 3
+    await fleet_.a.refresh()
+    assert fleet_.a.time_until_available() == pytest.approx(0.5)  # the fleet's next place
+    assert fleet_.b.statistics().holds_heard == 1
+
+
+async def test_a_place_in_the_release_beyond_the_timeout_is_refused_and_taken_by_no_one(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """The third call's place would come 3.8 s later, past its 3.5-s timeout: RateLimitTimeout at once, and
+    the next call takes the place it would have had."""
+    fleet_ = await held(backends)
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(fleet_.send)
+            await anyio.sleep(0.1)
+        with pytest.raises(RateLimitTimeout) as caught:
+            await fleet_.b.acquire(timeout=3.5)
+        assert (caught.value.wait, anyio.current_time() - fleet_.start) == pytest.approx((3.8, 5.2))
+        tg.start_soon(fleet_.send)
+    assert fleet_.times == pytest.approx([8.0, 8.5, 9.0])
+    assert fleet_.b.statistics().timeouts == 1
+
+
+async def test_a_process_that_served_nothing_goes_at_the_fleets_pace(backends: list[VirtualTimeBackend]) -> None:
+    """A process with no success of its own (it would release its waiters together) takes places in the
+    fleet's release: the other process's 8 served over 4 s set one call per 0.5 s."""
+    fleet_ = await held(backends, b_served=False)
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(fleet_.send)
+    assert fleet_.times == pytest.approx([8.0, 8.5, 9.0])
+
+
+@pytest.mark.parametrize("announcer", ["b", "a"])
+async def test_a_call_whose_place_a_new_hold_overtook_takes_a_place_in_the_next_release(
+    backends: list[VirtualTimeBackend], announcer: str
+) -> None:
+    """Places at 8, 8.5 and 9; at 8.2 the fresh window is spent again (a hold of 2 s, with nothing served since
+    the last: one release per 2 s). The calls still waiting go at 10.2 and 12.2, one per place, not together
+    when the new hold ends; when the other process announced it, not at 8.5 and 9 either: they hear of it
+    from the fleet (they ask every sync_interval and before they go)."""
+    fleet_ = await held(backends)
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(fleet_.send)
+        await anyio.sleep(3.2)
+        await getattr(fleet_, announcer).hold(2.0)
+    assert fleet_.times == pytest.approx([8.0, 10.2, 12.2])
+    assert fleet_.b.statistics().holds_heard == (2 if announcer == "a" else 1)

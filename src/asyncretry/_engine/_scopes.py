@@ -63,6 +63,12 @@ def given(source: Any, local: type, remote: type, key: str, what: str) -> Any:
     raise TypeError(f"{what} must be a {local.__name__} or a function making one per scope, got {source!r}")
 
 
+async def _in_turn(*steps: Awaitable[None]) -> None:
+    """Await the round trips one report left, one after the other."""
+    for step in steps:
+        await step
+
+
 def check_part(source: Any, local: type, remote: type, what: str) -> None:
     """Refuse at construction what :func:`given` would refuse at the first call of a scope."""
     if source is None or isinstance(source, (local, remote)):
@@ -178,30 +184,32 @@ class Scope:
     ) -> Awaitable[None] | None:
         """Tell the limiter and the breaker how an attempt ended.
 
-        Returns what is left to await: a breaker kept on a server records the outcome in a round trip
-        (the executor awaits it); ``None`` when every part answered at once. ``now``: the time the engine
+        Returns what is left to await: a breaker kept on a server records the outcome in a round trip, a
+        limiter kept on a server tells its fleet of a hold (the executor awaits them); ``None`` when every
+        part answered at once. ``now``: the time the engine
         just read on its clock, if the caller has it; a local breaker takes it instead of reading its own
         when the two clocks are the same (saves a read). ``hold``: seconds the limiter must admit nothing,
         the server having announced its quota spent (:meth:`Call.hold_of <._call.Call.hold_of>`)."""
-        limiter = self.limiter
+        limiter, told = self.limiter, None
         if limiter is not None:
             # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
             # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
             limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
                            failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
             if hold is not None:
-                limiter.hold(hold, reason=reason)
+                told = limiter.hold(hold, reason=reason)  # a limiter on a server: the fleet hears of it now
         breaker = self.breaker
         if breaker is None:
-            return None
+            return told
         failed = kind is not _SUCCESS and kind.retryable
         if not isinstance(breaker, CircuitBreaker):
-            return breaker.record(success=not failed, probe=probe)
+            recorded = breaker.record(success=not failed, probe=probe)
+            return recorded if told is None else _in_turn(told, recorded)
         if failed:
             breaker.record_failure(probe)
         else:
             breaker.record_success(probe, now=now if self.shares_clock else None)
-        return None
+        return told
 
     # -- giving back what a retry cost (what it costs is taken by the executor: ._async._executor.pay)
     def refund(self, amount: int) -> Awaitable[None] | None:

@@ -19,7 +19,9 @@ pacing of later calls lasts as long as the hold did, then ends.
 
 The hold is the same for the in-process limiter and the one shared through Redis (a process holds on what
 its own responses announce, and on what the fleet tells it), so it lives here, once, and both limiters keep
-one.
+one. A fleet sharing a Redis limiter is released as one limiter would be: the fleet's script keeps the cycle
+and the release for every process (the same rule, in Lua; a parity test feeds both the same cases), and each
+process's own pace serves only while Redis cannot be reached.
 """
 
 from __future__ import annotations
@@ -119,9 +121,9 @@ class Hold:
         self._paced_until = _NONE  # over: the limiters' cheap test says so from now on
         return now
 
-    async def wait(self, clock: Clock, limit: float | None, name: str) -> float:
-        """Wait until the hold is over (later if it is made longer meanwhile), then for a paced release;
-        the seconds waited.
+    async def wait(self, clock: Clock, limit: float | None, name: str, *, paced: bool = True) -> float:
+        """Wait until the hold is over (later if it is made longer meanwhile), then for a paced release
+        (unless not ``paced``: a limiter whose release is paced elsewhere); the seconds waited.
 
         Cancellation is honoured at once: a cancelled wait takes nothing (a release it had taken is skipped).
 
@@ -140,6 +142,8 @@ class Hold:
                 _check(limit, now - started, self.until - now, name)
                 await clock.sleep(self.until - now)
                 now = clock.now()
+            if not paced:
+                return now - started
             due = self._release(now)  # then its place in the paced release
             _check(limit, now - started, due - now, name)
             self._next = due + self._spacing

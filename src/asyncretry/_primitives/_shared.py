@@ -13,6 +13,7 @@ while the server cannot be reached, and exposes only what it can really do.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
@@ -113,8 +114,12 @@ class RemoteLimiter(Protocol):
         """
         ...
 
-    def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> None:
-        """Admit nothing for ``seconds`` (the server announced its quota spent until then); synchronous."""
+    def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> Awaitable[None] | None:
+        """Admit nothing for ``seconds`` (the server announced its quota spent until then); synchronous.
+
+        Returns what is left to await for the rest of the fleet to hear of the hold now (the engine awaits
+        it, as a remote breaker's ``record``), or ``None``; left alone, it is told with a later round trip.
+        """
         ...
 
     def statistics(self) -> LimiterStatistics: ...

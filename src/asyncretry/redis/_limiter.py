@@ -31,8 +31,10 @@ feeds a local shadow limiter, the fail-open fallback). Reports travel with the n
 process has a throttle to report; once enabled, every ``acquire`` is one round trip (it takes a token).
 
 A quota a server announces spent holds the fleet: :meth:`~RedisAdaptiveRateLimiter.hold` holds this process
-at once and reports the hold with its next ``acquire``; the state keeps the latest end reported, and every
-other process holds from its next round trip on.
+at once, and what it returns reports the hold when awaited (the retry engine does; else the next
+``acquire`` does); the state keeps the latest end reported, and every other process holds from its next
+round trip on. The release after the hold is the fleet's: the script paces it for every process, as the
+in-process limiter paces its tasks (``asyncretry._primitives._hold``), and hands each call its place.
 
 Approximations, stated: reports are counted at the server time they arrive (up to one request, or
 ``sync_interval`` while disabled, after the response), so the measured rate lags by that much more than
@@ -53,6 +55,7 @@ per probe instead of one or two.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable
 from datetime import timedelta
 
 import redis.asyncio
@@ -65,9 +68,10 @@ from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._limiter_config import AdaptiveLimiterConfig
 from .._validate import as_seconds, check_seconds
 from ._backend import RedisBackend
-from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK, script_rule
+from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
 from ._limiter_view import RedisLimiterStatistics, _View
-from ._link import OnUnavailable, _Link, _Linked
+from ._limiter_waits import _Waits
+from ._link import OnUnavailable, _Later, _Link, _Linked
 from ._values import fmt, num, ttl_ms
 
 __all__ = ["RedisAdaptiveRateLimiter"]
@@ -93,7 +97,7 @@ _SHARED_PROFILES = ("asyncretry", "aws")
 """The profiles whose rules the Redis scripts apply to a fleet's reports."""
 
 
-class RedisAdaptiveRateLimiter(_Linked):
+class RedisAdaptiveRateLimiter(_Waits, _Linked):
     """An adaptive (CUBIC) rate limiter whose fill rate and tokens are shared by every process of a fleet.
 
     Use it like :class:`~asyncretry.AdaptiveRateLimiter`: ``await limiter.acquire()`` before every
@@ -135,8 +139,8 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_echo_guard",
         "_failed",
         "_fallback",
+        "_first_served",
         "_free_until",
-        "_give",
         "_heard",
         "_hold",
         "_key_ttl_ms",
@@ -147,16 +151,12 @@ class RedisAdaptiveRateLimiter(_Linked):
         "_oldest",
         "_pause",
         "_reported",
-        "_reserved",
         "_sends",
         "_sync_interval",
         "_throttled",
         "_throttles",
-        "_timeouts",
         "_updates",
         "_view",
-        "_wait_time",
-        "_waits",
         "name",
     )
 
@@ -221,6 +221,7 @@ class RedisAdaptiveRateLimiter(_Linked):
         # When the oldest of those responses came since this process's last pause (local clock), and the last.
         self._oldest = self._last_answer = -math.inf
         self._failed = 0  # of the responses, failures (neither throttles nor successes)
+        self._first_served = math.nan  # when the first of their successes came (local clock)
         self._give = 0  # tokens of cancelled reservations, handed back with the next round trip
         self._reserved = 0
         self._next_sync = -math.inf
@@ -273,36 +274,39 @@ class RedisAdaptiveRateLimiter(_Linked):
         Free (no round trip) while the fleet's limiter is not enabled, except every ``sync_interval``
         and when a throttle waits to be reported; once enabled, one round trip that takes a token from
         the fleet's bucket, then a sleep of the time the server computed if the call must wait (with a
-        round trip every ``sync_interval`` of it, to follow changes of the fleet's rate).
+        round trip every ``sync_interval`` of it, to follow changes of the fleet's rate). While a hold or
+        the fleet's release after it runs, the round trip also gives the call its place in that release.
 
         Args:
             timeout: the longest wait allowed, seconds or a ``timedelta``; defaults to the config's
                 ``max_wait`` (``None``: as long as needed; 0: fail fast).
 
         Raises:
-            RateLimitTimeout: the token would not come within ``timeout``; none was taken.
+            RateLimitTimeout: the token (or the call's place after a hold) would not come within ``timeout``;
+                none was taken.
             BackendUnavailable: Redis cannot be reached and the limiter fails closed.
         """
         if timeout is not None:
             timeout = check_seconds("timeout", timeout, allow_inf=True)
         limit = timeout if timeout is not None else self._config.max_wait
         max_wait = None if limit is None else as_seconds(limit)
-        if self._announce:
-            await self._run(want=False, max_wait=None)  # the fleet hears of the hold before this call waits it out
-        held = 0.0
-        if self._hold.set:
-            held = await self._held(max_wait)
+        now = self._clock.now()
+        view = self._view
+        # A hold (this process's, reported with this round trip if not yet) or the fleet's release after one:
+        # the call takes its place from the fleet.
+        if not (view.enabled or self._throttled or now >= self._next_sync or self._link.degraded
+                or now < view.paced_until or self._hold.left(now) > 0.0):
+            self._acquires += 1
+            return
+        reply = await self._run(want=1, max_wait=max_wait)
+        if reply is None:
+            # Redis cannot be reached: this process waits out its hold and paces its own release.
+            held = await self._held(max_wait) if self._hold.set else 0.0
             if held > 0.0:
                 self._waits += 1
                 self._wait_time += held
                 if max_wait is not None:
-                    max_wait = timeout = max(0.0, max_wait - held)
-        now = self._clock.now()
-        if not (self._view.enabled or self._throttled or now >= self._next_sync or self._link.degraded):
-            self._acquires += 1
-            return
-        reply = await self._run(want=True, max_wait=max_wait)
-        if reply is None:
+                    timeout = max(0.0, max_wait - held)
             try:
                 await self._fallback.acquire(timeout=timeout)
             except RateLimitTimeout:
@@ -310,101 +314,54 @@ class RedisAdaptiveRateLimiter(_Linked):
                 raise
             self._acquires += 1
             return
-        granted, wait, due = reply
+        granted, wait, due, release_at = reply
         if not granted:
             self._timeouts += 1
             raise RateLimitTimeout(name=self.name, wait=wait, timeout=max_wait if max_wait is not None else 0.0)
         started = self._clock.now()
         if wait > 0.0:
-            await self._wait_for(due, wait, max_wait, counted=held > 0.0)
-        if self._hold.left(self._clock.now()) > 0.0:
-            # Another process announced the quota spent: this call waits out the fleet's hold, its token kept.
-            limit_left = None if max_wait is None else max(0.0, max_wait - (self._clock.now() - started))
+            await self._wait_for(due, wait, max_wait)
+        now = self._clock.now()
+        if self._hold.left(now) > 0.0 or release_at > now:
+            # The fleet's hold (another process announced the quota spent), or its paced release: this call
+            # waits for its place, its token kept.
+            limit_left = None if max_wait is None else max(0.0, max_wait - (now - started))
             done = False
             try:
-                extra = await self._held(limit_left)
+                extra = await self._held(limit_left, release_at)
                 done = True
             finally:
                 if not done:
                     self._give += 1  # the attempt will not happen: its token goes back with the next round trip
-            self._waits += not (held > 0.0 or wait > 0.0)
+            self._waits += wait <= 0.0  # one wait per call (counted with the token's, if it had to wait)
             self._wait_time += extra
         self._acquires += 1
-
-    async def _held(self, limit: float | None) -> float:
-        """Wait out the hold and take a place in its paced release; the seconds waited. A wait that would
-        run past ``limit`` seconds raises ``RateLimitTimeout`` at once, counted among the timeouts."""
-        try:
-            return await self._hold.wait(self._clock, limit, self.name)
-        except RateLimitTimeout:
-            self._timeouts += 1
-            raise
-
-    async def _wait_for(self, due: float, wait: float, max_wait: float | None, *, counted: bool) -> None:
-        """Sleep until the fleet's bucket has taken in ``due`` tokens, re-planning every ``sync_interval``.
-
-        The fleet's rate may change while this call sleeps (a throttle elsewhere cuts it, CUBIC grows
-        it back): the call then wakes when its token is really due, not when it was first predicted.
-        If the fleet's state is lost meanwhile (Redis restarted without persistence, the key evicted),
-        the reservation went with it: the call goes, as the fresh state's other calls do. ``counted``:
-        the call already waited for a hold, and was counted among the waits then.
-        """
-        clock = self._clock
-        started = clock.now()
-        # The fleet's bucket counts the tokens it took in since it was created: fewer later means a new bucket.
-        accrued = self._view.accrued
-        reserved_at = self._view.seen_at + self._offset  # the server's time of the reservation
-        self._reserved += 1
-        done = False
-        try:
-            remaining = wait
-            while remaining > 1e-3:
-                chunk = min(remaining, self._sync_interval)
-                await clock.sleep(chunk)
-                remaining -= chunk
-                # Even at the predicted time: a cut in the fleet's rate meanwhile (another process's
-                # throttle) makes the token later, and a request sent at the old rate would be throttled.
-                if await self._run(want=False, max_wait=None) is not None:
-                    view = self._view
-                    if not view.enabled or view.accrued < accrued:
-                        break  # the state that held the reservation is gone (nothing to hand back)
-                    remaining = (due - view.accrued) / view.fill_rate
-                    # On the server's clock, from the reservation to this check: the time the answers took to
-                    # come back is not waiting for the token (nor is this check's, if slower than the first).
-                    waited = view.seen_at + self._offset - reserved_at
-                else:
-                    waited = clock.now() - started
-                if max_wait is not None and waited + remaining > max_wait:
-                    # A rate cut while this call slept pushed its token past the caller's limit.
-                    self._timeouts += 1
-                    raise RateLimitTimeout(name=self.name, wait=waited + remaining, timeout=max_wait)
-            done = True
-        finally:
-            self._reserved -= 1
-            if not done:
-                self._give += 1  # cancelled or timed out: the attempt will not happen, the token goes back
-        self._waits += not counted  # a call that waited for a hold first is one wait, counted then
-        self._wait_time += clock.now() - started
 
     def time_until_available(self) -> float:
         """Estimate, from the last round trip, how long :meth:`acquire` would wait (0 while not enabled
         and not held)."""
-        held = self._hold.delay(self._clock.now()) if self._hold.set else 0.0
-        if self._link.degraded:
+        now = self._clock.now()
+        degraded = self._link.degraded
+        held = 0.0
+        if self._hold.set:
+            held = self._hold.delay(now) if degraded else self._hold.left(now)
+        if degraded:
             return max(held, self._fallback.time_until_available())
         view = self._view
+        if now < view.paced_until:
+            held = max(held, view.release_next - now)
         if not view.enabled:
             return held
-        return max(held, (1.0 - self._tokens()) / view.fill_rate)
+        return max(held, (1.0 - view.available(now)) / view.fill_rate)
 
-    def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> None:
+    def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> Awaitable[None]:
         """Admit nothing in this process for ``seconds``: the server announced its quota spent until then.
 
-        As :meth:`AdaptiveRateLimiter.hold <asyncretry.AdaptiveRateLimiter.hold>`, and for the fleet: the
-        hold goes to Redis with this process's next :meth:`acquire` (which reports it before it waits), and
-        every other process holds from its next round trip on (at its next ``acquire`` once the fleet's
-        limiter is enabled, within ``sync_interval`` before), with the reason ``"held by the fleet"``.
-        Synchronous, never waits, no round trip.
+        As :meth:`AdaptiveRateLimiter.hold <asyncretry.AdaptiveRateLimiter.hold>` (synchronous: this process
+        holds at once), and for the fleet: awaiting what it returns reports the hold to Redis (one round trip;
+        the retry engine awaits it); left alone, the hold goes with this process's next :meth:`acquire`. Every
+        other process holds from its next round trip on (at its next ``acquire`` once the fleet's limiter is
+        enabled, within ``sync_interval`` before), with the reason ``"held by the fleet"``.
 
         Raises:
             ValueError: ``seconds`` is negative, infinite or NaN.
@@ -412,6 +369,11 @@ class RedisAdaptiveRateLimiter(_Linked):
         until = self._hold.until
         self._hold.extend(self._clock.now(), seconds, self._bus, self.name, reason)
         self._announce = self._announce or self._hold.until > until
+        return _Later(self._tell)
+
+    async def _tell(self) -> None:
+        if self._announce:  # else a round trip meanwhile told the fleet already
+            await self._run(want=0, max_wait=None)
 
     def update(
         self, throttled: bool, *, reason: str = "throttling", sent_at: float | None = None, failed: bool = False
@@ -453,10 +415,12 @@ class RedisAdaptiveRateLimiter(_Linked):
             self._failed += 1
         else:
             self._hold.served(now)
+            if math.isnan(self._first_served):
+                self._first_served = now
 
     async def refresh(self) -> RedisLimiterStatistics:
         """Report this process's responses and read the fleet's state now (one round trip)."""
-        await self._run(want=False, max_wait=None)
+        await self._run(want=0, max_wait=None)
         return self.statistics()
 
     def statistics(self) -> RedisLimiterStatistics:
@@ -470,7 +434,7 @@ class RedisAdaptiveRateLimiter(_Linked):
             enabled=view.enabled if fleet else local.enabled,
             fill_rate=view.fill_rate if fleet else local.fill_rate,
             max_capacity=view.max_capacity if fleet else local.max_capacity,
-            available=self._tokens() if fleet else local.available,
+            available=self._view.available(self._clock.now()) if fleet else local.available,
             measured_rate=view.measured_rate if fleet else local.measured_rate,
             last_max_rate=view.last_max_rate if fleet else local.last_max_rate,
             last_throttle_time=view.last_throttle_time if fleet else local.last_throttle_time,
@@ -504,13 +468,6 @@ class RedisAdaptiveRateLimiter(_Linked):
     def _local(self) -> AdaptiveRateLimiter:
         return self._fallback
 
-    def _tokens(self) -> float:
-        view = self._view
-        tokens = view.tokens
-        if view.enabled and not math.isnan(view.seen_at):
-            tokens = min(view.max_capacity, tokens + max(0.0, self._clock.now() - view.seen_at) * view.fill_rate)
-        return tokens
-
     def _oldest_answer(self, responses: int) -> str | int:
         """When the oldest of the ``responses`` reported now came, on the server's clock (0: as of the report).
 
@@ -524,22 +481,24 @@ class RedisAdaptiveRateLimiter(_Linked):
             return 0
         return fmt(self._oldest + self._offset)
 
-    async def _run(self, *, want: bool, max_wait: float | None) -> tuple[bool, float, float] | None:
+    async def _run(self, *, want: int, max_wait: float | None) -> tuple[bool, float, float, float] | None:
         responses, throttles, give, failed = self._reported, self._throttled, self._give, self._failed
         self._reported = self._throttled = self._give = self._failed = 0
+        served, first_served, self._first_served = responses - throttles - failed, self._first_served, math.nan
         before = self._clock.now()
+        served_age = 0 if math.isnan(first_served) else fmt(before - first_served)
         hold_for = self._hold.left(before) if self._announce else 0.0
         self._announce = False
         args: tuple[str | int, ...]
         if self._aws:
-            args = (SERVER_CLOCK, *self._args, responses, throttles, int(want), fmt(max_wait), give, self._key_ttl_ms,
-                    fmt(hold_for))
+            args = (SERVER_CLOCK, *self._args, responses, throttles, want, fmt(max_wait), give, self._key_ttl_ms,
+                    fmt(hold_for), served, served_age)
         else:
             # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
-                SERVER_CLOCK, *self._args, responses - throttles - failed, failed + throttles - len(sends), int(want),
-                fmt(max_wait), give, self._key_ttl_ms, fmt(hold_for), self._oldest_answer(responses),
+                SERVER_CLOCK, *self._args, responses - throttles - failed, failed + throttles - len(sends), want,
+                fmt(max_wait), give, self._key_ttl_ms, fmt(hold_for), self._oldest_answer(responses), served_age,
                 *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
@@ -558,32 +517,21 @@ class RedisAdaptiveRateLimiter(_Linked):
             return None
         self._next_sync = now + self._sync_interval
         view = self._view
-        server_now = num(reply[9])
-        self._offset = server_now - now
-        view.enabled = bool(int(reply[2]))
+        self._offset = view.read(reply, before, now)
         if not view.enabled:
             self._free_until = math.inf
         elif self._free_until == math.inf:
             self._free_until = now
-        view.fill_rate = num(reply[3])
-        view.max_capacity = num(reply[4])
-        view.tokens = num(reply[5])
-        view.measured_rate = num(reply[6])
-        view.last_max_rate = num(reply[7])
-        view.last_throttle_time = now - (server_now - num(reply[8]))
-        view.seen_at = now
-        old_rate = num(reply[10])
-        rule = view.rule = script_rule(int(reply[13]))
+        old_rate, rule = num(reply[10]), view.rule
         if responses and view.fill_rate != old_rate and rule is not None and self._bus.wants(LimiterRateChanged):
             self._bus.emit(LimiterRateChanged(
                 time=now, source=self.name, old_rate=old_rate, new_rate=view.fill_rate,
                 measured_rate=view.measured_rate, throttled=throttles > 0, enabled=view.enabled, rule=rule,
             ))
-        view.accrued = num(reply[11])
         # The fleet's hold ends that long after the script ran, which was after `before`: the earliest it may
         # end on this clock. This process's own announcement comes back as the very hold it has.
         left = num(reply[14])
         if left > 0.0 and before + left > self._hold.until + _SAME_HOLD:
             self._heard += 1
             self._hold.extend(before, left, self._bus, self.name, "held by the fleet")
-        return bool(int(reply[0])), num(reply[1]), num(reply[12])
+        return bool(int(reply[0])), num(reply[1]), num(reply[12]), before + num(reply[15])

@@ -96,32 +96,57 @@ if give > 0 then add(give) end
 local old_fill = v.fill
 """
 
-# The fleet's hold, the same in both limiter scripts: until when ('hu', the state's clock) a process announced
-# the server's quota spent. A report that holds for 'hold_for' seconds from now makes it at least
-# now + hold_for (the latest end wins, as in one process's hold); 'hold_left' is what the reply says of it.
-# The state is kept at least as long as the hold runs (capped at ten years, the longest key_ttl), so the
-# hold of an hourly window outlives an idle limiter's key_ttl.
+# The fleet's hold, the same in both limiter scripts, and the paced release after it: the rule of
+# asyncretry._primitives._hold.Hold, kept for the whole fleet (tests/test_limiter_hold_parity.py feeds both the
+# same cases). Until when ('hu', the state's clock) a process announced the server's quota spent: a report
+# that holds for 'hold_for' seconds from now makes it at least now + hold_for (the latest end wins);
+# 'hold_left' is what the reply says of it. The fleet's cycle: 'hs' successes reported since 'hc' (the first
+# of them, or the last hold's start; -1: none yet); 'served' the report's successes, the first 'served_age'
+# seconds ago. A new
+# hold's release goes one call per 'hp' seconds (the cycle's span, at most the hold's length, over its
+# successes, at least one; 0 for a fleet never served: together), the next at 'hn', until 'hr'. The state is
+# kept at least as long as the hold runs (capped at ten years, the longest key_ttl), so the hold of an hourly
+# window outlives an idle limiter's key_ttl.
 _HOLD = """if v.hu == nil then v.hu = 0 end
-if hold_for > 0 and now + hold_for > v.hu then v.hu = now + hold_for end
+if v.hs == nil then v.hs = 0; v.hc = -1; v.hp = 0; v.hn = 0; v.hr = 0 end
+if served > 0 then
+  if v.hc < 0 then v.hc = now - math.max(0, served_age) end
+  v.hs = v.hs + served
+end
+if hold_for > 0 and now + hold_for > v.hu then
+  if v.hu <= now then
+    v.hp = 0
+    if v.hc >= 0 then v.hp = math.min(now - v.hc, hold_for) / math.max(v.hs, 1) end
+    v.hc = now; v.hs = 0; v.hn = 0
+  end
+  v.hu = now + hold_for
+  v.hr = v.hu
+  if v.hp > 0 then v.hr = v.hu + hold_for end
+end
 local hold_left = math.max(0, v.hu - now)
-if hold_left > 0 then ttl = math.max(ttl, math.min(math.ceil(hold_left * 1000), 315360000000)) end
+if hold_left > 0 then ttl = math.max(ttl, math.min(math.ceil(math.max(hold_left, v.hr - now) * 1000), 315360000000)) end
 """
 
-# Both limiter scripts end the same way: take the token the call asked for (or say how long to wait
-# for it, refusing a wait beyond max_wait) and store the state.
-_GRANT_AND_SAVE = """local granted, wait, due = 1, 0, v.acc
-if want == 1 and v.en == 1 then
-  if v.tok + v.fill * 1e-9 >= 1 then
-    v.tok = v.tok - 1
+# Both limiter scripts end the same way: take the token the call asked for (want 1; or say how long to wait
+# for it), and its place in the release after the fleet's hold while one runs (want 1 or 2, 2: the place
+# alone, for a call whose place a later hold overtook; 'release': seconds from now), refusing a wait for
+# either beyond max_wait; then store the state. 'wait' is the token's.
+_GRANT_AND_SAVE = """local granted, wait, due, release, slot = 1, 0, v.acc, 0, now
+if want >= 1 then
+  if v.hr > now then slot = math.max(v.hn, v.hu, now); release = slot - now end
+  if want == 1 and v.en == 1 and v.tok + v.fill * 1e-9 < 1 then wait = (1 - v.tok) / v.fill end
+  if max_wait >= 0 and math.max(wait, release) > max_wait then
+    granted = 0; wait = math.max(wait, release); release = 0
   else
-    wait = (1 - v.tok) / v.fill
-    if max_wait >= 0 and wait > max_wait then
-      granted = 0
-    else
-      v.tok = v.tok - 1; due = v.acc - v.tok
+    if want == 1 and v.en == 1 then
+      v.tok = v.tok - 1
+      if wait > 0 then due = v.acc - v.tok end
     end
+    if v.hr > now then v.hn = slot + v.hp end
   end
 end
+local next_release, paced_left = 0, math.max(0, v.hr - now)
+if paced_left > 0 then next_release = math.max(0, v.hn - now, v.hu - now) end
 local out = {}
 for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
 redis.call('HSET', KEYS[1], unpack(out))
@@ -134,14 +159,16 @@ LIMITER = Script("limiter", _LIMITER_PRELUDE + _WRONG_PROFILE + """
 -- once 'acc' reaches the 'due' it was given, whatever the fill rate did meanwhile, so sleepers can
 -- re-plan when the fleet's rate changes.
 -- ARGV (after the clock): beta, C, smoothing, measurement bucket width, min_fill_rate, min_capacity, max_rate_growth,
---       responses, throttles (reported since the process's last round trip), want (0/1),
---       max_wait (-1: no limit), give_back, ttl_ms, hold_for (seconds the process holds from now; 0: none to report)
+--       responses, throttles (reported since the process's last round trip), want (0: none, 1: a token, 2: a place),
+--       max_wait (-1: no limit), give_back, ttl_ms, hold_for (seconds the process holds from now; 0: none to report),
+--       served (of the responses, successes), served_age (seconds since the first of them came)
 local beta, C, smoothing, width = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local min_fill, min_cap, growth = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local responses, throttles, want = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_wait, give, ttl = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local hold_for = tonumber(ARGV[14])
-local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc', 'sk', 'ru', 'hu'}
+local hold_for, served, served_age = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
+local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc', 'sk', 'ru',
+                'hu', 'hs', 'hc', 'hp', 'hn', 'hr'}
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
@@ -175,7 +202,7 @@ end
 end
 """ + _HOLD + _GRANT_AND_SAVE + """
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax), f(v.ltt), f(now), f(old_fill),
-        f(v.acc), f(due), v.ru, f(hold_left)}
+        f(v.acc), f(due), v.ru, f(hold_left), f(release), f(next_release), f(paced_left)}
 """)
 
 LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROFILE + DEFAULT_RULES + """
@@ -190,9 +217,10 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROF
 -- ARGV (after the clock): utilization, repeat_decrease, min_repeat_decrease, reaction_time, measurement_window,
 --       recovery_time, quick_recovery_time, stable_change, settle_time, probe_doubling_time, burst, growth_margin,
 --       max_rate_growth, min_fill_rate, min_capacity (the config: 1-15),
---       successes, failures (reported since the last round trip), want (0/1), max_wait (-1: no limit),
+--       successes, failures (reported since the last round trip), want (0-2, as LIMITER), max_wait (-1: no limit),
 --       give_back, ttl_ms (16-21), hold_for (22; seconds the process holds from now, 0: none to report),
---       when the oldest of the reported answers came (23; server clock, 0: now),
+--       when the oldest of the reported answers came (23; server clock, 0: now), seconds since the first of the
+--       reported successes came (24),
 --       then the send times of the reported throttles (server clock, any order; 0 for a request its
 --       process sent free, before it heard that the limiter was enabled)
 local util, repeat_dec, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -202,14 +230,15 @@ local doubling, burst, margin = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber
 local growth, min_fill, min_cap = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local ok, failed, want = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local max_wait, give, ttl = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
-local hold_for, oldest = tonumber(ARGV[22]), tonumber(ARGV[23])
+local hold_for, oldest, served_age = tonumber(ARGV[22]), tonumber(ARGV[23]), tonumber(ARGV[24])
+local served = ok
 local sends = {}
-for i = 24, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
+for i = 25, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
 table.sort(sends)
 local SLOTS = 21
 local width = window / 20
 local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'ans', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
-                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk', 'ru', 'hu'}
+                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk', 'ru', 'hu', 'hs', 'hc', 'hp', 'hn', 'hr'}
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'g' .. i) end
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'a' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
@@ -369,5 +398,5 @@ end
 local last = v.dec
 if v.en == 0 then last = now end
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(rate('a', window)), f(v.est), f(last), f(now),
-        f(old_fill), f(v.acc), f(due), v.ru, f(hold_left)}
+        f(old_fill), f(v.acc), f(due), v.ru, f(hold_left), f(release), f(next_release), f(paced_left)}
 """)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .._events import LimiterRule
 from .._primitives._limiter import LimiterStatistics
+from ._limiter_scripts import script_rule
+from ._values import num
 
 __all__ = ["RedisLimiterStatistics"]
 
@@ -46,3 +49,32 @@ class _View:
     accrued: float = 0.0  # tokens the fleet's bucket has taken in since it was created
     rule: LimiterRule | None = None  # the rule that last set the fleet's fill rate
     seen_at: float = math.nan  # local clock
+    # The fleet's paced release after a hold runs until then, its next place due then (local clock).
+    paced_until: float = -math.inf
+    release_next: float = -math.inf
+
+    def available(self, now: float) -> float:
+        """The tokens in the fleet's bucket at ``now`` (local clock), as the last round trip predicts."""
+        if not self.enabled or math.isnan(self.seen_at):
+            return self.tokens
+        return min(self.max_capacity, self.tokens + max(0.0, now - self.seen_at) * self.fill_rate)
+
+    def read(self, reply: list[Any], before: float, now: float) -> float:
+        """Take the fleet's state from a limiter script's reply (``before``, ``now``: when the round trip
+        left and came back, local clock); the offset of the server's clock from this process's."""
+        server_now = num(reply[9])
+        self.enabled = bool(int(reply[2]))
+        self.fill_rate = num(reply[3])
+        self.max_capacity = num(reply[4])
+        self.tokens = num(reply[5])
+        self.measured_rate = num(reply[6])
+        self.last_max_rate = num(reply[7])
+        self.last_throttle_time = now - (server_now - num(reply[8]))
+        self.seen_at = now
+        self.rule = script_rule(int(reply[13]))
+        self.accrued = num(reply[11])
+        # The release after the fleet's hold runs that long after the script ran, which was after `before`.
+        paced_left = num(reply[17])
+        self.paced_until = before + paced_left if paced_left > 0.0 else -math.inf
+        self.release_next = before + num(reply[16])
+        return server_now - now

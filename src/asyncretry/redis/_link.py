@@ -7,7 +7,7 @@ the primitive's script and turns an outage into the primitive's choice (``None``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal
 
 from .._events import GLOBAL_EVENTS, BackendLost, BackendRecovered, EventBus
@@ -163,3 +163,16 @@ class _Linked:
     def key(self) -> str:
         """The Redis key this object's state lives under."""
         return self._link.key
+
+
+class _Later:
+    """An awaitable that starts its round trip only when awaited: a caller that leaves it alone (the work
+    goes with a later round trip) gets no warning of a coroutine never awaited."""
+
+    __slots__ = ("_start",)
+
+    def __init__(self, start: Callable[[], Awaitable[None]]) -> None:
+        self._start = start
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._start().__await__()
