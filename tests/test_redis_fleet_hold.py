@@ -369,7 +369,7 @@ async def test_a_call_whose_place_a_new_hold_overtook_takes_a_place_in_the_next_
     """Places at 8, 8.5 and 9; at 8.2 the fresh window is spent again (a hold of 2 s, with nothing served since
     the last: one release per 2 s). The calls still waiting go at 10.2 and 12.2, one per place, not together
     when the new hold ends; when the other process announced it, not at 8.5 and 9 either: they hear of it
-    from the fleet (they ask every sync_interval and before they go)."""
+    from the fleet (they ask before they go)."""
     fleet_ = await held(backends)
     async with anyio.create_task_group() as tg:
         for _ in range(3):
@@ -378,3 +378,18 @@ async def test_a_call_whose_place_a_new_hold_overtook_takes_a_place_in_the_next_
         await getattr(fleet_, announcer).hold(2.0)
     assert fleet_.times == pytest.approx([8.0, 10.2, 12.2])
     assert fleet_.b.statistics().holds_heard == (2 if announcer == "a" else 1)
+
+
+async def test_a_place_after_the_end_of_a_newer_hold_is_taken_again_in_its_release(
+    backends: list[VirtualTimeBackend],
+) -> None:
+    """Six places, 8 to 10.5; at 8.2 a hold to 10.2 (one release per 2 s after it). The call placed at 10.5
+    wakes after that hold is over, but its place belongs to the release before: it takes one in the new
+    release, after the calls that waited for the hold, instead of going alongside them."""
+    fleet_ = await held(backends)
+    async with anyio.create_task_group() as tg:
+        for _ in range(6):
+            tg.start_soon(fleet_.send)
+        await anyio.sleep(3.2)
+        await fleet_.a.hold(2.0)
+    assert fleet_.times == pytest.approx([8.0, 10.2, 12.2, 14.2, 16.2, 18.2])

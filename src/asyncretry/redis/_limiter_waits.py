@@ -1,8 +1,9 @@
 """How a call waits on the fleet's limiter: for its token in the fleet's bucket, and for its place in the
 release after the fleet's hold.
 
-Both waits sleep in steps of ``sync_interval`` and hear from the fleet after each (a round trip), so that
-what other processes did meanwhile (a cut in the fleet's rate, a new hold) moves the call's wake-up. A mixin
+A call waiting for its token hears from the fleet every ``sync_interval`` (a round trip), so that a cut in
+the fleet's rate that another process made meanwhile moves its wake-up; a call waiting for its place hears
+once, before it goes, whether a newer hold overtook its place. A mixin
 of :class:`~._limiter.RedisAdaptiveRateLimiter`, whose state (the last round trip's view, the hold, the
 counters) the waits share.
 """
@@ -60,12 +61,14 @@ class _Waits:
         while True:
             now = clock.now()
             left = None if limit is None else max(0.0, limit - (now - started))
+            overtaken = False
             if release_at > now:
                 if left is not None and release_at - now > left:
                     raise RateLimitTimeout(name=self.name, wait=release_at - started, timeout=limit or 0.0)
-                await self._sleep_until(release_at)
+                overtaken = await self._sleep_until(release_at)
                 left = None if limit is None else max(0.0, limit - (clock.now() - started))
-            if not await self._hold.wait(clock, left, self.name, paced=self._link.degraded):
+            held = await self._hold.wait(clock, left, self.name, paced=self._link.degraded)
+            if not (held or overtaken):
                 return
             left = None if limit is None else max(0.0, limit - (clock.now() - started))
             reply = None if self._link.degraded else await self._run(want=2, max_wait=left)
@@ -75,15 +78,13 @@ class _Waits:
             if not granted:
                 raise RateLimitTimeout(name=self.name, wait=clock.now() - started + wait, timeout=limit or 0.0)
 
-    async def _sleep_until(self, release_at: float) -> None:
-        """Sleep until a place in the fleet's release, hearing from the fleet every ``sync_interval`` and at
-        the end: a process that announced a new hold meanwhile (the window spent again) ends the sleep."""
-        clock, now, until = self._clock, self._clock.now(), self._hold.until
-        while release_at > now:
-            await clock.sleep(min(release_at - now, self._sync_interval))
-            now = clock.now()
-            if await self._run(want=0, max_wait=None) is None or self._hold.until > until:
-                return
+    async def _sleep_until(self, release_at: float) -> bool:
+        """Sleep until a place in the fleet's release, then hear from the fleet (one round trip) before the
+        call goes; whether a newer hold overtook the place meanwhile (the fresh window spent again, whichever
+        process announced it): its release is a new one, where the call takes a new place."""
+        until = self._hold.until
+        await self._clock.sleep(release_at - self._clock.now())
+        return await self._run(want=0, max_wait=None) is not None and self._hold.until > until
 
     async def _wait_for(self, due: float, wait: float, max_wait: float | None) -> None:
         """Sleep until the fleet's bucket has taken in ``due`` tokens, re-planning every ``sync_interval``.
