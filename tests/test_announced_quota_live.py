@@ -5,7 +5,8 @@ every answer. Through httpx and httpx2 (asyncio and trio) and aiohttp (asyncio o
 asyncio), tasks sharing one client take at most one 429 each per spent window; by default the first
 answer that says the quota is spent holds the scope's limiter until the reset, unless the reset is one
 whole second (the IETF field's ``t=1``), which may come at any moment of that second, in a window of less
-than 2 s (``RateLimit-Policy``'s ``w``). Real time, bounded: a few seconds.
+than 2 s (``RateLimit-Policy``'s ``w``): there the answers' quota over the window paces the limiter instead.
+Real time, bounded: a few seconds.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ async def test_httpx_tasks_sharing_a_client_take_at_most_one_429_each_per_window
     (scope,) = transport.statistics().scopes
     assert scope.limiter is not None
     assert (scope.limiter.holds >= 1) is held
+    paced = policy is POLICY and style == "ratelimit" and seconds < 2.0  # a 1-s window in whole seconds
+    assert scope.limiter.paced == (20.0 if paced else None)
 
 
 class TestAiohttp:
@@ -106,6 +109,31 @@ class TestAiohttp:
                     tg.start_soon(worker)
         assert statuses == [200] * (TASKS * CALLS)
         assert 1 <= throttled(app) <= bound(app, 0.4)
+
+    @pytest.mark.parametrize(("policy", "paced"), [(POLICY, 20.0), (NO_HOLD, None)], ids=["default", "no-hold"])
+    async def test_a_1_s_window_paces_the_session(
+        self, server: FaultServer, policy: RetryPolicy, paced: float | None
+    ) -> None:
+        """20 per 1 s (IETF, ``t=1``: never held): by default the answers' ``q=20;w=1`` paces the scope's
+        limiter at 20 a second; every call is served either way."""
+        app = windowed(server, "ratelimit", 1.0)
+        statuses: list[int] = []
+        middleware = RetryMiddleware(policy=policy)
+        async with aiohttp.ClientSession(middlewares=[middleware], timeout=aiohttp.ClientTimeout(total=10)) as client:
+
+            async def worker() -> None:
+                for _ in range(6):
+                    async with client.get(server.url + "/items") as response:
+                        statuses.append(response.status)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(TASKS):
+                    tg.start_soon(worker)
+        assert statuses == [200] * (TASKS * 6)
+        assert throttled(app) <= bound(app, 1.0)
+        (scope,) = middleware.statistics().scopes
+        assert scope.limiter is not None
+        assert scope.limiter.paced == paced
 
     @pytest.mark.parametrize(("policy", "holds"), [(POLICY, 1), (NO_HOLD, 0)], ids=["default", "no-hold"])
     async def test_the_success_that_spends_the_quota_holds_the_session(

@@ -188,12 +188,13 @@ def _aws_mismatches(client: redis.Redis, source: str = LIMITER.source) -> list[s
                              config.max_rate_growth)]
     key = f"parity:{uuid.uuid4().hex}"
     # The state starts at T0, as the controller.
-    _eval(client, source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0, 0, 0])
+    _eval(client, source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0, 0, 0, 0, 0])
     found = []
     for event in _aws_events():
         python.update(event.at, event.throttled)
         served = 1 - int(event.throttled)
-        reply = _eval(client, source, key, event.at, [*head, 1, int(event.throttled), 0, -1, 0, 60000, 0, served, 0])
+        reply = _eval(client, source, key, event.at,
+                      [*head, 1, int(event.throttled), 0, -1, 0, 60000, 0, served, 0, 0, 0])
         lua = {"enabled": reply[2], "fill_rate": reply[3], "max_capacity": reply[4], "measured_rate": reply[6],
                "last_max_rate": reply[7], "last_throttle_time": reply[8]}
         for name, value in lua.items():
@@ -227,7 +228,7 @@ def _fresh_pair(
     config = AdaptiveLimiterConfig()
     head = _default_head(config)
     key = f"parity:{uuid.uuid4().hex}"
-    _eval(client, source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0, 0, 0])
+    _eval(client, source, key, T0, [*head, 0, 0, 0, -1, 0, 60000, 0, 0, 0, 0, 0])
     return AsyncretryRateController(config, T0, rules=SHARED_RULES), head, key
 
 
@@ -238,7 +239,7 @@ def _default_mismatches(client: redis.Redis, events: list[Event], source: str = 
         python.update(event.at, event.throttled, sent_at=event.sent)
         ok, sends = (0, [fmt(event.sent)]) if event.throttled else (1, [])
         # One answer per report: the oldest it reports came at its own time.
-        reply = _eval(client, source, key, event.at, [*head, ok, 0, 0, -1, 0, 60000, 0, fmt(event.at), 0, *sends])
+        reply = _eval(client, source, key, event.at, [*head, ok, 0, 0, -1, 0, 60000, 0, fmt(event.at), 0, 0, 0, *sends])
         lua = {"enabled": reply[2], "fill_rate": reply[3], "max_capacity": reply[4], "last_max_rate": reply[7]}
         for name, value in lua.items():
             if not math.isclose(float(getattr(python, name)), value, rel_tol=1e-9, abs_tol=1e-9):
@@ -331,9 +332,9 @@ def test_a_fleet_that_reports_its_answers_in_batches_starts_where_one_client_see
     for first in range(0, len(successes), 8):
         batch = successes[first : first + 8]
         _eval(client, LIMITER_ASYNCRETRY.source, key, batch[-1].at,
-              [*head, len(batch), 0, 0, -1, 0, 60000, 0, fmt(batch[0].at), 0])
+              [*head, len(batch), 0, 0, -1, 0, 60000, 0, fmt(batch[0].at), 0, 0, 0])
     reply = _eval(client, LIMITER_ASYNCRETRY.source, key, throttle.at,
-                  [*head, 0, 0, 0, -1, 0, 60000, 0, fmt(throttle.at), 0, fmt(throttle.sent)])
+                  [*head, 0, 0, 0, -1, 0, 60000, 0, fmt(throttle.at), 0, 0, 0, fmt(throttle.sent)])
     assert script_rule(int(reply[13])) == "start_up"
     assert reply[3] == pytest.approx(python.fill_rate, rel=1e-9)
 

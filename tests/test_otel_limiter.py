@@ -68,6 +68,21 @@ async def test_each_hold_is_counted_by_what_announced_it_and_an_observed_limiter
 
 
 @pytest.mark.anyio
+async def test_an_observed_limiter_shows_the_pace_a_server_announced_while_it_runs(
+    telemetry: Telemetry, instrumentation: otel.Instrumentation
+) -> None:
+    """No pace, no reading; a pace reads its rate, the latest one announced, until it lapses a minute later."""
+    limiter = AdaptiveRateLimiter(name="api")
+    instrumentation.observe(limiter)
+    assert "asyncretry.limiter.paced" not in telemetry.metrics()
+    limiter.pace(20.0, reason="HTTP 200")
+    limiter.pace(25.0, reason="HTTP 200")
+    assert telemetry.metrics()["asyncretry.limiter.paced"] == {scoped(scope("api")): 25.0}
+    await anyio.sleep(60.0)
+    assert "asyncretry.limiter.paced" not in telemetry.metrics()
+
+
+@pytest.mark.anyio
 async def test_a_transport_that_meets_a_spent_quota_counts_its_hold(
     telemetry: Telemetry, instrumentation: otel.Instrumentation
 ) -> None:

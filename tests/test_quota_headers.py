@@ -326,21 +326,21 @@ def test_a_policy_takes_its_window_from_the_policy_field_entry_of_the_same_name(
     """Drafts 08 and later name each policy in both fields: the spent burst policy has a 2-s window."""
     headers = {"RateLimit": '"burst";r=0;t=1, "daily";r=7;t=3600',
                "RateLimit-Policy": '"burst";q=10;w=2, "daily";q=1000;w=86400'}
-    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=2.0)
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=2.0, quota=10)
 
 
 def test_express_rate_limit_draft_8_headers_give_the_window() -> None:
     """express-rate-limit's draft-8 form: spaces after the semicolons, a partition key ending in "="."""
     headers = {"RateLimit": '"100-in-15min"; r=0; t=12',
                "RateLimit-Policy": '"100-in-15min"; q=100; w=900; pk=:ZGFjMjQ2MWE3NjMw=:'}
-    assert quota_of(headers) == AnnouncedQuota(0, 12.0, "ratelimit", window=900.0)
+    assert quota_of(headers) == AnnouncedQuota(0, 12.0, "ratelimit", window=900.0, quota=100)
 
 
 def test_policies_in_repeated_policy_fields_are_all_read() -> None:
     """express-rate-limit appends a field per limiter: the fields read as one list."""
     headers = httpx.Headers([("RateLimit", '"minute";r=0;t=1'), ("RateLimit-Policy", '"day";q=900;w=86400'),
                              ("RateLimit-Policy", '"minute";q=10;w=60')])
-    assert announced_quota(headers, wall) == AnnouncedQuota(0, 1.0, "ratelimit", window=60.0)
+    assert announced_quota(headers, wall) == AnnouncedQuota(0, 1.0, "ratelimit", window=60.0, quota=10)
 
 
 @pytest.mark.parametrize(
@@ -357,16 +357,16 @@ def test_a_policy_the_policy_field_does_not_describe_has_no_window(policy: str) 
 def test_the_draft_07_dictionary_takes_the_shortest_window_listed() -> None:
     """The Dictionary names no policy: of ``10;w=1, 1000;w=3600`` the 1-s window counts."""
     assert quota_of({"RateLimit": "limit=100, remaining=0, reset=1", "RateLimit-Policy": "100;w=60"}) == (
-        AnnouncedQuota(0, 1.0, "ratelimit", window=60.0))
+        AnnouncedQuota(0, 1.0, "ratelimit", window=60.0, quota=100))
     headers = {"RateLimit": "limit=10, remaining=0, reset=1", "RateLimit-Policy": "10;w=1, 1000;w=3600"}
-    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=1.0)
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=1.0, quota=10)
 
 
 def test_the_older_drafts_header_pair_takes_the_shortest_window_listed() -> None:
     """express-rate-limit's draft-6 form: RateLimit-Policy beside the Limit, Remaining and Reset headers."""
     headers = {"RateLimit-Policy": "100;w=900", "RateLimit-Limit": "100", "RateLimit-Remaining": "0",
                "RateLimit-Reset": "1"}
-    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit-remaining", window=900.0)
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit-remaining", window=900.0, quota=100)
 
 
 def test_other_families_never_take_a_window_from_the_policy_field() -> None:
@@ -387,11 +387,46 @@ def test_a_window_is_ascii_digits_only(value: bytes) -> None:
     assert announced_quota(headers, wall) == AnnouncedQuota(0, 1.0, "ratelimit")
 
 
+# ------------------------------------------------------------------- the quota and its pace
+@pytest.mark.parametrize(
+    ("policy", "quota"),
+    [('"second";q=20;w=1', 20), ('"second";w=1;q=20', 20), ('"second";q=20;q=30;w=1', 30), ("20;w=1", 20),
+     ('"second";w=1', None), ('"second";q=;w=1', None), ('"second";q=2.5;w=1', None), ('"second";q=-1;w=1', None),
+     ('"second";q=' + "9" * 30 + ";w=1", 10**18)],
+    ids=["q then w", "w then q", "a later q wins", "the older drafts' leading count", "no q", "empty q",
+         "a fraction", "a sign", "30 digits: capped"],
+)
+def test_a_policy_gives_its_quota_beside_its_window(policy: str, quota: int | None) -> None:
+    """The quota is the same entry's ``q`` (the older drafts: its leading count), a whole count or nothing."""
+    name = '"second"' if policy.startswith('"') else ""
+    announced = {"RateLimit": f"{name};r=3;t=1" if name else "limit=20, remaining=3, reset=1",
+                 "RateLimit-Policy": policy}
+    assert quota_of(announced) == AnnouncedQuota(3, 1.0, "ratelimit", window=1.0, quota=quota)
+
+
+@pytest.mark.parametrize(
+    ("quota", "expected"),
+    [(AnnouncedQuota(3, 1.0, "ratelimit", window=1.0, quota=20), 20.0),
+     (AnnouncedQuota(0, 1.0, "ratelimit", window=1.0, quota=20), 20.0),
+     (AnnouncedQuota(3, 0.4, "ratelimit", rounding=0.001, window=1.0, quota=20), None),
+     (AnnouncedQuota(3, 1.0, "ratelimit", window=2.0, quota=10), None),
+     (AnnouncedQuota(3, 1.0, "ratelimit", window=1.0), None),
+     (AnnouncedQuota(3, 1.0, "ratelimit", quota=20), None)],
+    ids=["1-s window in whole seconds", "spent or not", "a reset in milliseconds: held instead",
+         "a 2-s window: held instead", "no quota said", "no window said"],
+)
+def test_the_pace_is_the_quota_over_a_window_too_short_to_wait_for(
+    quota: AnnouncedQuota, expected: float | None
+) -> None:
+    """Only a window whose reset is not known to within half of it is paced (the others are held)."""
+    assert quota.pace == expected
+
+
 def test_a_huge_window_is_capped_and_a_policy_field_too_long_is_refused() -> None:
     """30 digits give the longest delay read; a policy field of 5,000 digits gives no window, yet the
     announcement beside it is read."""
     headers = {"RateLimit": '"p";r=0;t=1', "RateLimit-Policy": '"p";q=5;w=' + "9" * 30}
-    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=LONGEST_DELAY)
+    assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit", window=LONGEST_DELAY, quota=5)
     headers["RateLimit-Policy"] = '"p";q=5;w=' + "9" * 5000
     assert quota_of(headers) == AnnouncedQuota(0, 1.0, "ratelimit")
 

@@ -390,7 +390,7 @@ def test_the_default_profiles_script_answers_finite_numbers_within_its_bounds(
             now += gap
             times = [fmt(0.0 if sent is None else now + sent) for sent in sends]
             oldest = fmt(now - gap) if ok or failed or sends else 0  # the answers came since the last report
-            args = [repr(now), *head, ok, failed, int(want), fmt(max_wait), give, 60000, 0, oldest, 0, *times]
+            args = [repr(now), *head, ok, failed, int(want), fmt(max_wait), give, 60000, 0, oldest, 0, 0, 0, *times]
             reply = client.eval(LIMITER_ASYNCRETRY.source, 1, key, *args)
             numbers = [float(x) for x in reply]
             assert all(math.isfinite(x) for x in numbers), reply

@@ -25,6 +25,7 @@ from ._events import EventBus as EventBus
 from ._events import GaveUp as GaveUp
 from ._events import HedgeSent as HedgeSent
 from ._events import LimiterHeld as LimiterHeld
+from ._events import LimiterPaced as LimiterPaced
 from ._events import LimiterRateChanged as LimiterRateChanged
 from ._events import LimiterRule as LimiterRule
 from ._events import Listener as Listener
@@ -183,6 +184,7 @@ __all__ = [
     "Judge",
     "Label",
     "LimiterHeld",
+    "LimiterPaced",
     "LimiterRateChanged",
     "LimiterRule",
     "LimiterStatistics",

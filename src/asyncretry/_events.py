@@ -44,6 +44,7 @@ __all__ = [
     "HedgeSent",
     "Listener",
     "LimiterHeld",
+    "LimiterPaced",
     "LimiterRateChanged",
     "LimiterRule",
     "QuotaExhausted",
@@ -365,6 +366,23 @@ class LimiterHeld(Event):
     level: ClassVar[int] = logging.INFO
 
     seconds: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimiterPaced(Event):
+    """A limiter sends no faster than the pace a server announced for its quota (``q`` per ``w`` of a 1-s
+    window announced in whole seconds, which cannot be waited for). Emitted when a pace begins or its rate
+    changes; an answer that announces the same pace again only makes it last longer.
+
+    Attributes:
+        rate: the most attempts per second, from now on for a minute.
+        reason: the response that announced it (``"HTTP 200"``, ``"HTTP 429"`` ...).
+    """
+
+    level: ClassVar[int] = logging.INFO
+
+    rate: float
     reason: str
 
 

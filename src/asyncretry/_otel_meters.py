@@ -101,6 +101,8 @@ class Meters:
              "The adaptive rate limiter's fill rate, once a throttle made it limit.", self._observe_limiters),
             ("asyncretry.limiter.held", "s",
              "Seconds the adaptive rate limiter still holds every caller (0 when it does not).", self._observe_held),
+            ("asyncretry.limiter.paced", "{attempt}/s",
+             "The most attempts per second the pace a server announced allows, while one runs.", self._observe_paced),
             ("asyncretry.turns.waiting", "{call}",
              "Calls waiting for an earlier call of their caller at the scope's rate limits.", self._observe_turns),
             ("asyncretry.breaker.state", "1",
@@ -187,6 +189,9 @@ class Meters:
 
     def _observe_held(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(s.held, a) for a, s in self._parts(options, LimiterStatistics)]
+
+    def _observe_paced(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.paced, a) for a, s in self._parts(options, LimiterStatistics) if s.paced is not None]
 
     def _observe_turns(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(s.waiting, a) for a, s in self._parts(options, TurnStatistics)]

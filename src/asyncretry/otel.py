@@ -38,6 +38,8 @@ scope is an origin such as ``https://api.example:443``, the httpx transports' de
 * ``asyncretry.limiter.fill_rate`` (gauge, ``{attempt}/s``), observed objects, once the limiter limits.
 * ``asyncretry.limiter.held`` (gauge, ``s``), observed objects: the seconds the limiter still holds (0 when
   it does not).
+* ``asyncretry.limiter.paced`` (gauge, ``{attempt}/s``), observed objects, while a pace a server announced
+  runs: the most attempts per second it allows.
 * ``asyncretry.turns.waiting`` (gauge, ``{call}``), observed retriers' and transports' scopes, once a call with
   a caller has waited there: the calls waiting for their caller's turn (for its earlier calls) at the rate limits.
 * ``asyncretry.breaker.state`` (gauge, ``1``), observed objects: ``asyncretry.breaker.state``, 1 for the

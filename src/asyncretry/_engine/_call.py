@@ -74,7 +74,6 @@ Label = Callable[[], str]
 _SUCCESS = OutcomeKind.SUCCESS
 _THROTTLING = OutcomeKind.THROTTLING
 _HOLD_TIMES_SOONEST = 2.0  # a hold lasts at most twice the soonest a spent quota may be fresh (Call.hold_of)
-_OVERSHOOT_OF_WINDOW = 0.5  # ...unless the reset's rounding is at most half the quota's window: then to the reset
 
 
 class Call:
@@ -431,25 +430,26 @@ class Call:
         return min(server, cap), True
 
     def hold_of(self, outcome: Outcome) -> float | None:
-        """How long the scope's limiter must hold every caller after ``outcome``, which announced the
-        server's quota spent; ``None`` (no hold) unless the policy holds on spent quotas
-        (``RetryPolicy.holds_spent_quota``). A success that took the window's last request holds too.
+        """How long the scope's limiter must hold every caller after ``outcome``, which announced the quota
+        spent (a success that took its last request too); ``None`` unless ``RetryPolicy.holds_spent_quota``.
 
         The hold runs until the announced reset, cut to ``max_server_delay``. A reset in whole seconds may
-        come up to a second sooner than announced, and a hold to ``t=1`` could cover all of a 1-s window's
-        next second: so, unless the server says a window at least twice the rounding, a hold lasts at most
-        twice the soonest the quota may be fresh (the reset less its rounding): ``t=1`` holds nothing (the
-        call that met it still waits for it), ``t=2`` and more hold until the announcement.
+        come up to a second sooner than announced: unless it is known to within half a window
+        (``AnnouncedQuota.resets_within_window``), a hold lasts at most twice the soonest the quota may be
+        fresh (the reset less its rounding): ``t=1`` holds nothing, ``t=2`` and more until the announcement.
         """
-        spent = outcome.spent_quota
-        policy = self.policy
+        spent, policy = outcome.spent_quota, self.policy
         if spent is None or not policy.holds_spent_quota:
             return None
         soonest = max(0.0, spent.reset - spent.rounding)
-        known = spent.window is not None and spent.rounding <= spent.window * _OVERSHOOT_OF_WINDOW
-        hold = min(spent.reset if known else soonest * _HOLD_TIMES_SOONEST, spent.reset,
+        hold = min(spent.reset if spent.resets_within_window else soonest * _HOLD_TIMES_SOONEST, spent.reset,
                    _seconds(policy.max_server_delay))
         return hold if hold > 0.0 else None
+
+    def pace_of(self, outcome: Outcome) -> float | None:
+        """The pace ``outcome`` announced for the scope's limiter (``Outcome.announced_pace``), where the
+        policy follows announced quotas (``RetryPolicy.holds_spent_quota``); else ``None``."""
+        return outcome.announced_pace if self.policy.holds_spent_quota else None
 
     # -------------------------------------------------------------------------------- deadlines
     def left(self, now: float, outer: float | None) -> float | None:

@@ -107,6 +107,10 @@ class Outcome:
             if it did, a success that took the last request included: a retry waits for the reset when
             no ``server_delay`` was asked, and where the policy ``holds_spent_quota`` the scope's limiter
             holds every caller until then.
+        announced_pace: the most requests per second a quota the server announced admits, when its window
+            is too short to wait for its reset (:attr:`AnnouncedQuota.pace
+            <asyncretry.httpx.AnnouncedQuota.pace>`: ``q`` per ``w`` of a 1-s window announced in whole
+            seconds), if it did: where the policy ``holds_spent_quota`` the scope's limiter sends no faster.
     """
 
     kind: OutcomeKind
@@ -116,6 +120,7 @@ class Outcome:
     server_delay: float | None = None
     server_delay_is_hint: bool = False
     spent_quota: AnnouncedQuota | None = None
+    announced_pace: float | None = None
 
 
 ExceptionPredicate = Callable[[Exception], "OutcomeKind | bool | None"]
@@ -225,13 +230,13 @@ class Classifier:
 
     def classify_error(self, error: Exception) -> Outcome:
         """Classify an exception raised by an attempt, with the delay it asks for when retryable and the
-        reset of a quota it announces spent (the response it carries says so in its headers)."""
+        reset of a quota it announces spent, or its pace (the response it carries says so in its headers)."""
         outcome = self._error_kind(error)
         if outcome.server_delay is not None:
             return outcome
-        delay, spent = server_directions_of(error, self.wall_clock if self.wall_clock is not None else time.time)
-        if spent is not None:
-            outcome = replace(outcome, spent_quota=spent)
+        delay, quota = server_directions_of(error, self.wall_clock if self.wall_clock is not None else time.time)
+        if quota is not None and (quota.spent or quota.pace is not None):
+            outcome = replace(outcome, spent_quota=quota if quota.spent else None, announced_pace=quota.pace)
         if delay is None or not outcome.kind.retryable:
             return outcome
         return replace(outcome, server_delay=delay[0], server_delay_is_hint=delay[1])

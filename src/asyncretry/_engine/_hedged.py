@@ -268,7 +268,9 @@ class _Race(Generic[T]):
         """Tell the limiter and the breaker how an attempt ended (a hedge is never a probe)."""
         scope = self.call.scope
         if scope.reports:
-            pending = scope.report(outcome.kind, outcome.reason, attempt._started, 0, now, self.call.hold_of(outcome))
+            call = self.call
+            pending = scope.report(outcome.kind, outcome.reason, attempt._started, 0, now, call.hold_of(outcome),
+                                   call.pace_of(outcome))
             if pending is not None:
                 await pending
 

@@ -118,7 +118,8 @@ class RetryPolicy:
     Attributes:
         holds_spent_quota: derived, not set: whether an answer that announces the server's quota spent
             holds the scope's limiter until the reset: adaptive mode, a limiter config that holds
-            (:attr:`AdaptiveLimiterConfig.holds_spent_quota`) and ``honour_server_delay``. The HTTP
+            (:attr:`AdaptiveLimiterConfig.holds_spent_quota`) and ``honour_server_delay``; the same answers
+            that announce the pace of a quota whose window is too short to wait for pace the limiter. The HTTP
             integrations then read the quota that successes announce too.
 
     An unknown argument is a ``TypeError`` that names the field meant, when it can tell (``attempts``,

@@ -180,7 +180,7 @@ class Scope:
     # -- what an attempt's outcome does to the limiter and the breaker (the one place)
     def report(
         self, kind: OutcomeKind, reason: str, started: float, probe: int, now: float | None = None,
-        hold: float | None = None,
+        hold: float | None = None, pace: float | None = None,
     ) -> Awaitable[None] | None:
         """Tell the limiter and the breaker how an attempt ended.
 
@@ -189,13 +189,17 @@ class Scope:
         part answered at once. ``now``: the time the engine
         just read on its clock, if the caller has it; a local breaker takes it instead of reading its own
         when the two clocks are the same (saves a read). ``hold``: seconds the limiter must admit nothing,
-        the server having announced its quota spent (:meth:`Call.hold_of <._call.Call.hold_of>`)."""
+        the server having announced its quota spent (:meth:`Call.hold_of <._call.Call.hold_of>`). ``pace``: the
+        most requests per second the limiter may send, as the server announced
+        (:meth:`Call.pace_of <._call.Call.pace_of>`)."""
         limiter, told = self.limiter, None
         if limiter is not None:
             # sent_at: the limiter tells a new congestion event from echoes of one it already reacted to;
             # failed: a 503 or a reset is neither a throttle nor a sign that the server served the request.
             limiter.update(kind is _THROTTLING, reason=reason, sent_at=started,
                            failed=kind is not _SUCCESS and kind is not _THROTTLING and kind.retryable)
+            if pace is not None:
+                limiter.pace(pace, reason=reason)
             if hold is not None:
                 told = limiter.hold(hold, reason=reason)  # a limiter on a server: the fleet hears of it now
         breaker = self.breaker

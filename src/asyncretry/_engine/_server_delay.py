@@ -10,7 +10,7 @@ An exception asks for a delay by any of these, in this order (the first that giv
 
 The same headers (2 and 3) are read for a quota the server announced spent (``RateLimit``,
 ``X-RateLimit-*`` and the like, :func:`~asyncretry._http._quota_headers.announced_quota`): the engine
-waits for its reset when no delay was asked, and may hold the scope's limiter until then.
+waits for its reset when no delay was asked, and may hold the scope's limiter until then, or pace it.
 
 Nothing here imports an HTTP client: the attributes are read by their shape, and the header values go
 through the same parsers as the HTTP integrations' (all forms, any bytes, never raise). The engine then
@@ -40,9 +40,9 @@ def server_directions_of(
     """What ``error`` asks of the next attempts; never raises.
 
     Returns:
-        ``(delay, spent)``: the ``(seconds, is_hint)`` to wait before a retry, or ``None``; and the
-        announcement of a quota the server announced spent, or ``None``. The headers of the
-        response the error carries are read first, then its own.
+        ``(delay, quota)``: the ``(seconds, is_hint)`` to wait before a retry, or ``None``; and the
+        quota the server announced (spent or not), or ``None``. The headers of the response the error
+        carries are read first, then its own.
 
     Args:
         error: the exception an attempt raised.
@@ -61,10 +61,9 @@ def server_directions_of(
     if not headers:
         return delay, None
     announced = announced_quota(headers, wall_clock)  # the parsers never raise
-    spent = announced if announced is not None and announced.spent else None
     if delay is None:
         delay = server_delay(headers, wall_clock)
-    return delay, spent
+    return delay, announced
 
 
 def _attribute(value: object, wall_clock: Callable[[], float]) -> ServerDelay | None:

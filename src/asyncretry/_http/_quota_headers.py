@@ -12,10 +12,10 @@ same family) takes part; the most restrictive one wins (the fewest left, then th
 * OpenAI's ``x-ratelimit-{remaining,reset}-{requests,tokens}``, resets in Go duration syntax (``6m0s``);
 * Anthropic's ``anthropic-ratelimit-{requests,tokens}-{remaining,reset}``, resets as RFC 3339 times.
 
-An IETF announcement also takes its window's length from the ``RateLimit-Policy`` field when it is
-there: the ``w`` of the policy with the same name (``"daily";q=1000;w=86400``, drafts 08 and later), or,
-for the draft-07 Dictionary and the older drafts, which name no policy (``100;w=60``), the shortest ``w``
-listed. The other families do not say their window.
+An IETF announcement also takes its window's length and its quota from the ``RateLimit-Policy`` field
+when it is there: the ``w`` and ``q`` of the policy with the same name (``"daily";q=1000;w=86400``, drafts
+08 and later), or, for the draft-07 Dictionary and the older drafts, which name no policy (``100;w=60``,
+the quota first), the policy with the shortest ``w`` listed. The other families do not say their window.
 
 ``X-RateLimit-Reset`` does not say its unit, so its size decides: from 10**12 on it is epoch
 milliseconds, from 10**9 on epoch seconds, below that a delay in seconds. The thresholds are safe:
@@ -55,6 +55,8 @@ class AnnouncedQuota:
             servers round, mostly up; 0.01 for ``64.57``, 0.001 for epoch milliseconds or ``20ms``.
         window: the length of the quota's window in seconds, when the server says it (the ``w`` of the
             IETF ``RateLimit-Policy`` field), else ``None``.
+        quota: the requests the window admits, when the server says it with the window (the ``q`` of the
+            same ``RateLimit-Policy`` entry), else ``None``.
     """
 
     remaining: int
@@ -62,11 +64,27 @@ class AnnouncedQuota:
     header: str
     rounding: float = 1.0
     window: float | None = None
+    quota: int | None = None
 
     @property
     def spent(self) -> bool:
         """Whether none of the quota is left until ``reset``."""
         return self.remaining == 0
+
+    @property
+    def resets_within_window(self) -> bool:
+        """Whether the server said a window at least twice the reset's rounding: the reset is then known
+        to within half a window, so a wait until it ends in the next window, not past it."""
+        return self.window is not None and self.rounding <= self.window * _OVERSHOOT_OF_WINDOW
+
+    @property
+    def pace(self) -> float | None:
+        """The most requests per second the quota admits over time (``quota`` per ``window``) when its
+        window is too short to wait for its reset (not :attr:`resets_within_window`: a 1-s window
+        announced in whole seconds), else ``None``. Sent no faster, a window never runs out early."""
+        if self.quota is None or self.window is None or self.resets_within_window:
+            return None
+        return self.quota / self.window
 
 
 _STRUCTURED = "ratelimit"
@@ -89,6 +107,7 @@ _ANNOUNCING: tuple[str, ...] = (
 QUOTA_HEADERS: tuple[str, ...] = (*_ANNOUNCING, _POLICY)
 """Every header :func:`announced_quota` may read (lower-case names)."""
 
+_OVERSHOOT_OF_WINDOW = 0.5  # a reset known to within half its window (AnnouncedQuota.resets_within_window)
 _MOST = 10**18  # the largest count read: more is as good as unlimited
 _MOST_DIGITS = len(str(_MOST)) - 1  # numbers with more digits (leading zeros aside) are capped unread
 _OWS = " \t"  # RFC 9110 optional whitespace; str.strip() would also eat Unicode spaces
@@ -262,38 +281,46 @@ def _parameters(segments: list[str]) -> dict[str, str]:
     return {key: value for key, _, value in (segment.partition("=") for segment in segments)}
 
 
-def _windows(field: str | None) -> dict[str, float]:
-    """The window (``w``: whole seconds, above 0) of each policy a ``RateLimit-Policy`` field lists, by the
-    policy's name as written: ``'"daily"'`` (drafts 08 and later); the drafts before name none (``100;w=60``
-    gives ``{"100": 60.0}``). Of two policies with one name, the shorter window counts."""
+_Policy = tuple[float, int | None]  # a policy's window (seconds) and its quota (requests), if said
+
+
+def _policies(field: str | None) -> dict[str, _Policy]:
+    """The window (``w``: whole seconds, above 0) and quota (``q``, or the older drafts' leading count) of
+    each policy a ``RateLimit-Policy`` field lists, by the policy's name as written: ``'"daily"'`` (drafts
+    08 and later); the drafts before name none (``100;w=60`` gives ``{"100": (60.0, 100)}``). Of two
+    policies with one name, the shorter window counts."""
     members = None if field is None or len(field) > _LONGEST_FIELD else _members(field)
-    found: dict[str, float] = {}
+    found: dict[str, _Policy] = {}
     for head, *parameters in members or ():
-        value = _parameters(parameters).get("w")
+        named = _parameters(parameters)
+        value = named.get("w")
         seconds = None if value is None else _whole(value)
-        if seconds:
-            found[head] = min(_bounded(float(seconds)), found.get(head, LONGEST_DELAY))
+        if seconds and (head not in found or seconds < found[head][0]):
+            count = named.get("q", None if head.startswith('"') else head)
+            found[head] = (_bounded(float(seconds)), None if count is None else _whole(count))
     return found
 
 
 def _announcement(
-    remaining: str | None, reset: str | None, header: str, window: float | None
+    remaining: str | None, reset: str | None, header: str, policy: _Policy | None
 ) -> AnnouncedQuota | None:
     if remaining is None or reset is None:
         return None
     count, reading = _whole(remaining), _delta_seconds(reset)
     if count is None or reading is None:
         return None
-    return AnnouncedQuota(count, reading[0], header, reading[1], window)
+    window, quota = (None, None) if policy is None else policy
+    return AnnouncedQuota(count, reading[0], header, reading[1], window, quota)
 
 
 def _structured(
-    headers: Mapping[str, str], windows: dict[str, float], shortest: float | None
+    headers: Mapping[str, str], policies: dict[str, _Policy], shortest: _Policy | None
 ) -> list[AnnouncedQuota]:
     """The policies of a ``RateLimit`` List (``r`` and ``t`` parameters), or its draft-07 Dictionary.
 
-    A policy's window is the one ``windows`` gives its name; the Dictionary names no policy, so its
-    window is ``shortest``, the shortest listed. Later duplicates of a parameter or key win, as RFC 8941 says.
+    A policy's window and quota are the ones ``policies`` gives its name; the Dictionary names no policy,
+    so they are ``shortest``'s, the policy with the shortest window listed. Later duplicates of a parameter
+    or key win, as RFC 8941 says.
     """
     field = headers.get(_STRUCTURED)
     if field is None or len(field) > _LONGEST_FIELD:
@@ -309,7 +336,7 @@ def _structured(
             dictionary[key] = value
             continue
         named = _parameters(parameters)
-        policy = _announcement(named.get("r"), named.get("t"), _STRUCTURED, windows.get(head))
+        policy = _announcement(named.get("r"), named.get("t"), _STRUCTURED, policies.get(head))
         if policy is not None:
             found.append(policy)
     draft_07 = _announcement(dictionary.get("remaining"), dictionary.get("reset"), _STRUCTURED, shortest)
@@ -322,9 +349,10 @@ _Reset = tuple[str, Callable[[str], _Reading | None]]  # a reset header and its 
 
 def _pair(
     headers: Mapping[str, str], remaining_name: str, count: Callable[[str], int | None], *resets: _Reset,
-    window: float | None = None,
+    policy: _Policy | None = None,
 ) -> AnnouncedQuota | None:
-    """A remaining header with the first of its reset headers that is readable, and the quota's ``window``.
+    """A remaining header with the first of its reset headers that is readable, and the quota's ``policy``
+    (its window and quota, when said).
 
     The reset headers are asked only once the count is readable, and in order.
     """
@@ -336,7 +364,8 @@ def _pair(
         value = headers.get(reset_name)
         reading = None if value is None else reset(value)
         if reading is not None:
-            return AnnouncedQuota(remaining, reading[0], remaining_name, reading[1], window)
+            window, quota = (None, None) if policy is None else policy
+            return AnnouncedQuota(remaining, reading[0], remaining_name, reading[1], window, quota)
     return None
 
 
@@ -366,14 +395,14 @@ def announced_quota(headers: Mapping[str, str], wall_clock: Callable[[], float])
     if not present:
         return None
     ietf = _STRUCTURED in present or _OLDER_DRAFT[0] in present
-    windows = _windows(headers.get(_POLICY)) if ietf else {}
+    policies = _policies(headers.get(_POLICY)) if ietf else {}
     headers = present
     now = _WallClock(wall_clock)
-    shortest = min(windows.values(), default=None)  # the window of the forms that name no policy
-    found = _structured(headers, windows, shortest)
+    shortest = min(policies.values(), key=lambda policy: policy[0], default=None)  # of the forms naming none
+    found = _structured(headers, policies, shortest)
     de_facto, reset_after, reset_at = _DE_FACTO
     candidates = [
-        _pair(headers, _OLDER_DRAFT[0], _whole, (_OLDER_DRAFT[1], _delta_seconds), window=shortest),
+        _pair(headers, _OLDER_DRAFT[0], _whole, (_OLDER_DRAFT[1], _delta_seconds), policy=shortest),
         _pair(
             headers,
             de_facto,

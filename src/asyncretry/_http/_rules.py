@@ -230,7 +230,7 @@ class HttpRules:
             why = "not idempotent"
         # A quota announced spent stays spent, whether or not this request may go again.
         return Outcome(OutcomeKind.NOT_RETRYABLE, f"{outcome.reason} ({why})", outcome.error, outcome.result,
-                       spent_quota=outcome.spent_quota)
+                       spent_quota=outcome.spent_quota, announced_pace=outcome.announced_pace)
 
     # --------------------------------------------------------------------------- responses
     def kind_of_status(
@@ -264,8 +264,9 @@ class HttpRules:
         wall_clock: Callable[[], float],
     ) -> Outcome:
         """What a response says of its attempt: its kind from status and error code, the delay the server
-        asks (``Retry-After`` in all its forms) when it is retried, and the reset of a quota it announced
-        spent (:func:`~._quota_headers.announced_quota`; the engine waits for it when no delay was asked).
+        asks (``Retry-After`` in all its forms) when it is retried, the reset of a quota it announced
+        spent (:func:`~._quota_headers.announced_quota`; the engine waits for it when no delay was asked),
+        and the pace of one whose window is too short to wait for (:attr:`~._quota_headers.AnnouncedQuota.pace`).
 
         Args:
             status: the response's status code.
@@ -277,13 +278,14 @@ class HttpRules:
         code = error_code_of_response(headers, body) if status >= 400 else None
         announced = announced_quota(headers, wall_clock)
         spent = announced if announced is not None and announced.spent else None
+        pace = None if announced is None else announced.pace
         kind, reason = self.kind_of_status(status, code, response, quota_spent=spent is not None)
         if kind.retryable:
             delay = server_delay(headers, wall_clock)
             if delay is not None:
                 return Outcome(kind, reason, result=response, server_delay=delay[0], server_delay_is_hint=delay[1],
-                               spent_quota=spent)
-        return Outcome(kind, reason, result=response, spent_quota=spent)
+                               spent_quota=spent, announced_pace=pace)
+        return Outcome(kind, reason, result=response, spent_quota=spent, announced_pace=pace)
 
     def wants_error_body(self, status: int, headers: Mapping[str, str]) -> bool:
         """Whether the body of a response with this status and headers should be read for an error code."""

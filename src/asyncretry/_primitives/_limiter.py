@@ -17,6 +17,7 @@ decisions to the bucket and does the waiting.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from ._bucket import TokenBucket
 from ._clock import DEFAULT_CLOCK, Clock
 from ._hold import Hold
 from ._limiter_config import AdaptiveLimiterConfig
+from ._pace import Pace
 from ._rate_controller import RateController, new_rate_controller
 from ._waiter import in_event_loop
 
@@ -65,6 +67,8 @@ class LimiterStatistics:
         held: seconds the limiter still holds every acquire for a quota the server announced spent
             (:meth:`~AdaptiveRateLimiter.hold`); 0 when it does not hold.
         holds: holds that began or were made longer.
+        paced: the most attempts per second the pace a server announced allows now
+            (:meth:`~AdaptiveRateLimiter.pace`: the token bucket fills no faster); ``None`` when none runs.
     """
 
     name: str
@@ -85,6 +89,7 @@ class LimiterStatistics:
     rule: LimiterRule | None
     held: float
     holds: int
+    paced: float | None = None
 
 
 class AdaptiveRateLimiter:
@@ -124,6 +129,7 @@ class AdaptiveRateLimiter:
         "_control",
         "_events",
         "_hold",
+        "_pace",
         "_rng",
         "_throttles",
         "_timeouts",
@@ -165,6 +171,7 @@ class AdaptiveRateLimiter:
         self._wait_time = 0.0
         self._timeouts = 0
         self._hold = Hold()
+        self._pace = Pace()
 
     @property
     def config(self) -> AdaptiveLimiterConfig:
@@ -297,6 +304,44 @@ class AdaptiveRateLimiter:
         """
         self._hold.extend(self._clock.now(), seconds, self._events, self.name, reason)
 
+    def pace(self, rate: float, *, reason: str = "quota pace") -> None:
+        """Fill the bucket no faster than ``rate`` tokens per second for the next minute: the server said
+        its quota admits that many requests per second (``q`` per ``w`` of a 1-s window, which cannot be
+        held: see :attr:`AnnouncedQuota.pace <asyncretry.httpx.AnnouncedQuota.pace>`). The rate control is
+        not changed; below the pace it rules as before. A later call replaces the pace (a higher one
+        included), and a pace not announced again lapses after 60 seconds. The retry engine calls this for
+        every answer that announces such a quota, where the policy's limiter config follows announced quotas
+        (``hold_spent_quota``). Synchronous, never waits.
+
+        Args:
+            rate: the most attempts per second, above 0 and finite.
+            reason: what announced it (``"HTTP 200"`` ...), for the :class:`~asyncretry.LimiterPaced` event,
+                emitted when a pace begins or its rate changes.
+
+        Raises:
+            ValueError: ``rate`` is not above 0 or not finite.
+        """
+        now = self._clock.now()
+        self._pace.announce(now, rate, self._events, self.name, reason)
+        self._follow_pace(now)
+
+    def _follow_pace(self, now: float) -> None:
+        """Set the bucket's rate and capacity to the controller's, capped by the pace that runs at ``now``."""
+        rate, capacity = self._paced(now)
+        bucket = self._bucket
+        if rate != bucket.rate:  # the rate setter first refills at the old rate, so the order matters (SPEC 3)
+            bucket.rate = rate
+        if capacity != bucket.capacity:
+            bucket.capacity = capacity
+
+    def _paced(self, now: float) -> tuple[float, float]:
+        """The bucket's rate and capacity at ``now``: the controller's, or while a pace runs, no faster than
+        it and a burst of one call (not knowing where the server's window begins, no burst is safe)."""
+        control, cap = self._control, self._pace.cap(now)
+        if cap == math.inf:
+            return control.fill_rate, control.max_capacity
+        return min(control.fill_rate, cap), min(control.max_capacity, 1.0)
+
     def backoff_after_throttle(self, delay: float) -> float:
         """How much of the engine's throttling backoff to sleep after the throttle just fed to :meth:`update`.
 
@@ -359,17 +404,12 @@ class AdaptiveRateLimiter:
         enabled_now = not was_enabled and control.enabled
         if self._config.profile != "aws" and (enabled_now or (throttled and new_rate < old_rate)) and self._idle():
             # A random phase: limiters enabled, or cut, by the same episode must not release tokens in step.
+            rate, capacity = self._paced(now)
             self._bucket = TokenBucket(
-                new_rate,
-                control.max_capacity,
-                tokens=self._rng() * min(1.0, control.max_capacity),
-                clock=self._clock,
-                name=self.name,
+                rate, capacity, tokens=self._rng() * min(1.0, capacity), clock=self._clock, name=self.name
             )
-        elif new_rate != old_rate or control.max_capacity != old_capacity:
-            # The rate setter first refills at the old rate, so the order matters (SPEC step 3).
-            self._bucket.rate = new_rate
-            self._bucket.capacity = control.max_capacity
+        elif new_rate != old_rate or control.max_capacity != old_capacity or self._pace.heard:
+            self._follow_pace(now)
         rule = control.rule  # set whenever the fill rate is
         if new_rate != old_rate and rule is not None and self._events.wants(LimiterRateChanged):
             self._events.emit(
@@ -393,6 +433,7 @@ class AdaptiveRateLimiter:
         """A snapshot of the limiter's state and counters."""
         control = self._control
         bucket = self._bucket.statistics()
+        now = self._clock.now()
         return LimiterStatistics(
             name=self.name,
             enabled=control.enabled,
@@ -410,8 +451,9 @@ class AdaptiveRateLimiter:
             timeouts=self._timeouts,
             waiting=bucket.waiting,
             rule=control.rule,
-            held=self._hold.left(self._clock.now()),
+            held=self._hold.left(now),
             holds=self._hold.count,
+            paced=paced if (paced := self._pace.cap(now)) < math.inf else None,
         )
 
     def __repr__(self) -> str:

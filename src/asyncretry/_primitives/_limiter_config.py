@@ -68,7 +68,9 @@ class AdaptiveLimiterConfig:
             (:meth:`~asyncretry.AdaptiveRateLimiter.hold`): every task that shares it waits, then the
             waiters go out at the rate the limiter was served before. A reset in whole seconds is held
             at most twice the soonest it may come (``t=1`` holds nothing), so a 1-s window is not held
-            into the next, unless the server says a window at least twice the reset's rounding.
+            into the next, unless the server says a window at least twice the reset's rounding. A quota
+            said over a shorter window (``RateLimit-Policy``'s ``q`` per ``w``) paces the limiter instead
+            (:meth:`~asyncretry.AdaptiveRateLimiter.pace`), from every answer that says it.
             ``False``: only the call that met the spent quota waits for the reset. Default ``None``:
             ``False`` with the SDK-exact ``"aws"`` profile (the SDKs do not hold), ``True`` with the others.
 

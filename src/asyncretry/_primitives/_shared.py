@@ -122,6 +122,11 @@ class RemoteLimiter(Protocol):
         """
         ...
 
+    def pace(self, rate: float, *, reason: str = "quota pace") -> None:
+        """Send no faster than ``rate`` per second (the server announced its quota's pace); synchronous,
+        told to the fleet with a later round trip."""
+        ...
+
     def statistics(self) -> LimiterStatistics: ...
 
 

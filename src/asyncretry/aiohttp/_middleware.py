@@ -254,7 +254,8 @@ class RetryMiddleware:
             if self._reads_body(status, headers):
                 body = await self._error_body(response, attempts)
             outcome = self.classifier.response_outcome(status, response, headers, body, self._wall_clock)
-            if outcome.kind is not _SUCCESS or outcome.spent_quota is not None:
+            # A success tells the limiter only that it was served, unless it announced the quota spent or its pace.
+            if outcome.kind is not _SUCCESS or outcome.spent_quota is not None or outcome.announced_pace is not None:
                 attempt.classify_result(outcome)
             if outcome.kind is _SUCCESS and read_body:
                 await response.read()

@@ -66,6 +66,7 @@ from .._primitives._clock import DEFAULT_CLOCK, Clock
 from .._primitives._hold import Hold
 from .._primitives._limiter import AdaptiveRateLimiter
 from .._primitives._limiter_config import AdaptiveLimiterConfig
+from .._primitives._pace import Pace
 from .._validate import as_seconds, check_seconds
 from ._backend import RedisBackend
 from ._limiter_scripts import LIMITER, LIMITER_ASYNCRETRY, SERVER_CLOCK
@@ -149,6 +150,7 @@ class RedisAdaptiveRateLimiter(_Waits, _Linked):
         "_next_sync",
         "_offset",
         "_oldest",
+        "_pace",
         "_pause",
         "_reported",
         "_sends",
@@ -232,6 +234,7 @@ class RedisAdaptiveRateLimiter(_Waits, _Linked):
         self._hold = Hold()  # this process's, and the fleet's as the last round trip told it
         self._announce = False  # a hold this process announced that the fleet has not heard of yet
         self._heard = 0  # holds this process took from the fleet (announced by another process)
+        self._pace = Pace()  # the last pace this process's answers announced, told with every round trip
 
     @property
     def config(self) -> AdaptiveLimiterConfig:
@@ -352,7 +355,7 @@ class RedisAdaptiveRateLimiter(_Waits, _Linked):
             held = max(held, view.release_next - now)
         if not view.enabled:
             return held
-        return max(held, (1.0 - view.available(now)) / view.fill_rate)
+        return max(held, (1.0 - view.available(now)) / view.rate(now))
 
     def hold(self, seconds: float | timedelta, *, reason: str = "quota spent") -> Awaitable[None]:
         """Admit nothing in this process for ``seconds``: the server announced its quota spent until then.
@@ -370,6 +373,20 @@ class RedisAdaptiveRateLimiter(_Waits, _Linked):
         self._hold.extend(self._clock.now(), seconds, self._bus, self.name, reason)
         self._announce = self._announce or self._hold.until > until
         return _Later(self._tell)
+
+    def pace(self, rate: float, *, reason: str = "quota pace") -> None:
+        """Fill the fleet's bucket no faster than ``rate`` tokens per second for the next minute: the server
+        said its quota admits that many requests per second.
+
+        As :meth:`AdaptiveRateLimiter.pace <asyncretry.AdaptiveRateLimiter.pace>`, for the whole fleet: told to
+        Redis with this process's round trips while it lasts (the pace that lasts longest, the last announced,
+        wins), and kept by this process's local fallback for while Redis cannot be reached. Synchronous.
+
+        Raises:
+            ValueError: ``rate`` is not above 0 or not finite.
+        """
+        self._pace.announce(self._clock.now(), rate, self._bus, self.name, reason)
+        self._fallback.pace(rate)
 
     async def _tell(self) -> None:
         if self._announce:  # else a round trip meanwhile told the fleet already
@@ -429,18 +446,20 @@ class RedisAdaptiveRateLimiter(_Waits, _Linked):
         local = self._fallback.statistics()
         view = self._view
         fleet = not link.degraded
+        now = self._clock.now()
         return RedisLimiterStatistics(
             name=self.name,
             enabled=view.enabled if fleet else local.enabled,
             fill_rate=view.fill_rate if fleet else local.fill_rate,
             max_capacity=view.max_capacity if fleet else local.max_capacity,
-            available=self._view.available(self._clock.now()) if fleet else local.available,
+            available=view.available(now) if fleet else local.available,
             measured_rate=view.measured_rate if fleet else local.measured_rate,
             last_max_rate=view.last_max_rate if fleet else local.last_max_rate,
             last_throttle_time=view.last_throttle_time if fleet else local.last_throttle_time,
             rule=view.rule if fleet else local.rule,
-            held=self._hold.left(self._clock.now()),
+            held=self._hold.left(now),
             holds=self._hold.count,
+            paced=(view.pace if now < view.pace_until else None) if fleet else local.paced,
             holds_heard=self._heard,
             updates=self._updates,
             throttles=self._throttles,
@@ -489,17 +508,19 @@ class RedisAdaptiveRateLimiter(_Waits, _Linked):
         served_age = 0 if math.isnan(first_served) else fmt(before - first_served)
         hold_for = self._hold.left(before) if self._announce else 0.0
         self._announce = False
+        pace_for = self._pace.left(before)
+        pace = (fmt(self._pace.rate), fmt(pace_for)) if pace_for > 0.0 else (0, 0)
         args: tuple[str | int, ...]
         if self._aws:
             args = (SERVER_CLOCK, *self._args, responses, throttles, want, fmt(max_wait), give, self._key_ttl_ms,
-                    fmt(hold_for), served, served_age)
+                    fmt(hold_for), served, served_age, *pace)
         else:
             # Throttles beyond the ones whose send times travel count as echoes (sent long ago).
             sends, offset, self._sends = self._sends, self._offset, []
             args = (
                 SERVER_CLOCK, *self._args, responses - throttles - failed, failed + throttles - len(sends), want,
                 fmt(max_wait), give, self._key_ttl_ms, fmt(hold_for), self._oldest_answer(responses), served_age,
-                *(fmt(max(sent + offset, 0.0)) for sent in sends),
+                *pace, *(fmt(max(sent + offset, 0.0)) for sent in sends),
             )
         # Reports and handed-back tokens go at most once (see _Link): a failed round trip may have run anyway.
         try:

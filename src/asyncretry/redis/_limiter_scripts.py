@@ -84,15 +84,33 @@ if now < v.ts then v.sk = v.sk + (v.ts - now); now = v.ts end
 """
 
 # Both limiter scripts bring the bucket up to now the same way: the tokens the fill rate brought in since the
-# last call and those handed back ('acc' counts every token that ever came in), before the rate changes.
-_REFILL = """local function add(amount)
-  local before = v.tok
-  v.tok = math.min(v.cap, v.tok + amount)
+# last call and those handed back ('acc' counts every token that ever came in), before the rate changes. The
+# bucket fills no faster than the pace a server announced ('qp' per second until 'qu', the state's clock), and
+# holds one token at most meanwhile (the rule of asyncretry._primitives._pace.Pace and AdaptiveRateLimiter._paced
+# for the fleet; tests/test_limiter_pace.py feeds both the same cases): a report's 'pace', lasting 'pace_for'
+# seconds from now, replaces it when it lasts longer.
+_REFILL = """if v.qu == nil then v.qp = 0; v.qu = 0 end
+local function paced(rate)
+  if v.qu > now then return math.min(rate, v.qp) end
+  return rate
+end
+local function add(amount)
+  local before, cap = v.tok, v.cap
+  if v.qu > now then cap = math.min(cap, 1) end
+  v.tok = math.min(cap, v.tok + amount)
   if v.tok > before then v.acc = v.acc + (v.tok - before) end
 end
-if now > v.ts then add((now - v.ts) * v.fill) end
+if now > v.ts then
+  local rate = v.fill
+  if v.qu > v.ts then rate = math.min(rate, v.qp) end
+  add((now - v.ts) * rate)
+end
 v.ts = now
 if give > 0 then add(give) end
+if pace_for > 0 and now + pace_for >= v.qu then
+  v.qp = pace; v.qu = now + pace_for
+  v.tok = math.min(v.tok, 1)
+end
 local old_fill = v.fill
 """
 
@@ -134,7 +152,7 @@ if hold_left > 0 then ttl = math.max(ttl, math.min(math.ceil(math.max(hold_left,
 _GRANT_AND_SAVE = """local granted, wait, due, release, slot = 1, 0, v.acc, 0, now
 if want >= 1 then
   if v.hr > now then slot = math.max(v.hn, v.hu, now); release = slot - now end
-  if want == 1 and v.en == 1 and v.tok + v.fill * 1e-9 < 1 then wait = (1 - v.tok) / v.fill end
+  if want == 1 and v.en == 1 and v.tok + v.fill * 1e-9 < 1 then wait = (1 - v.tok) / paced(v.fill) end
   if max_wait >= 0 and math.max(wait, release) > max_wait then
     granted = 0; wait = math.max(wait, release); release = 0
   else
@@ -147,6 +165,7 @@ if want >= 1 then
 end
 local next_release, paced_left = 0, math.max(0, v.hr - now)
 if paced_left > 0 then next_release = math.max(0, v.hn - now, v.hu - now) end
+local pace_left = math.max(0, v.qu - now)
 local out = {}
 for _, name in ipairs(FIELDS) do table.insert(out, name); table.insert(out, f(v[name])) end
 redis.call('HSET', KEYS[1], unpack(out))
@@ -161,14 +180,16 @@ LIMITER = Script("limiter", _LIMITER_PRELUDE + _WRONG_PROFILE + """
 -- ARGV (after the clock): beta, C, smoothing, measurement bucket width, min_fill_rate, min_capacity, max_rate_growth,
 --       responses, throttles (reported since the process's last round trip), want (0: none, 1: a token, 2: a place),
 --       max_wait (-1: no limit), give_back, ttl_ms, hold_for (seconds the process holds from now; 0: none to report),
---       served (of the responses, successes), served_age (seconds since the first of them came)
+--       served (of the responses, successes), served_age (seconds since the first of them came),
+--       pace (the most requests per second a server announced), pace_for (seconds it lasts from now; 0: none)
 local beta, C, smoothing, width = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local min_fill, min_cap, growth = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local responses, throttles, want = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_wait, give, ttl = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
 local hold_for, served, served_age = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
+local pace, pace_for = tonumber(ARGV[17]), tonumber(ARGV[18])
 local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'mr', 'lb', 'cnt', 'wmax', 'ltt', 'k', 'acc', 'sk', 'ru',
-                'hu', 'hs', 'hc', 'hp', 'hn', 'hr'}
+                'hu', 'hs', 'hc', 'hp', 'hn', 'hr', 'qp', 'qu'}
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
 local v = {}
 for i, name in ipairs(FIELDS) do v[name] = tonumber(raw[i]) end
@@ -202,7 +223,7 @@ end
 end
 """ + _HOLD + _GRANT_AND_SAVE + """
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(v.mr), f(v.wmax), f(v.ltt), f(now), f(old_fill),
-        f(v.acc), f(due), v.ru, f(hold_left), f(release), f(next_release), f(paced_left)}
+        f(v.acc), f(due), v.ru, f(hold_left), f(release), f(next_release), f(paced_left), f(v.qp), f(pace_left)}
 """)
 
 LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROFILE + DEFAULT_RULES + """
@@ -220,7 +241,7 @@ LIMITER_ASYNCRETRY = Script("limiter-asyncretry", _LIMITER_PRELUDE + _WRONG_PROF
 --       successes, failures (reported since the last round trip), want (0-2, as LIMITER), max_wait (-1: no limit),
 --       give_back, ttl_ms (16-21), hold_for (22; seconds the process holds from now, 0: none to report),
 --       when the oldest of the reported answers came (23; server clock, 0: now), seconds since the first of the
---       reported successes came (24),
+--       reported successes came (24), pace and pace_for (25-26, as LIMITER's),
 --       then the send times of the reported throttles (server clock, any order; 0 for a request its
 --       process sent free, before it heard that the limiter was enabled)
 local util, repeat_dec, min_cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -231,14 +252,15 @@ local growth, min_fill, min_cap = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumb
 local ok, failed, want = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local max_wait, give, ttl = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
 local hold_for, oldest, served_age = tonumber(ARGV[22]), tonumber(ARGV[23]), tonumber(ARGV[24])
+local pace, pace_for = tonumber(ARGV[25]), tonumber(ARGV[26])
 local served = ok
 local sends = {}
-for i = 25, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
+for i = 27, #ARGV do table.insert(sends, tonumber(ARGV[i])) end
 table.sort(sends)
 local SLOTS = 21
 local width = window / 20
 local FIELDS = {'en', 'fill', 'cap', 'tok', 'ts', 'acc', 'srv', 'ans', 'dec', 'est', 'rec', 'frac', 'mkt', 'mks',
-                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk', 'ru', 'hu', 'hs', 'hc', 'hp', 'hn', 'hr'}
+                'stab', 'st', 'first', 'fs', 'ft', 'gh', 'sk', 'ru', 'hu', 'hs', 'hc', 'hp', 'hn', 'hr', 'qp', 'qu'}
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'g' .. i) end
 for i = 0, SLOTS - 1 do table.insert(FIELDS, 'a' .. i) end
 local raw = redis.call('HMGET', KEYS[1], unpack(FIELDS))
@@ -366,7 +388,7 @@ if ok > 0 and v.en == 1 then
 end
 v.tok = math.min(v.tok, v.cap)
 """ + _HOLD + _GRANT_AND_SAVE + """
-if wait > 0 and granted == 1 then
+if wait > 0 and granted == 1 and paced(v.fill) == v.fill then
   -- The wake-up time follows the rate the recovery predicts (the climb back to the estimate, then the probe),
   -- not the rate of now: a sleeper that woke late while the probe raised the rate would find its token long
   -- due, and when the probe's throttle cut the rate, the fleet's overdue sleepers would all still go out
@@ -398,5 +420,6 @@ end
 local last = v.dec
 if v.en == 0 then last = now end
 return {granted, f(wait), v.en, f(v.fill), f(v.cap), f(v.tok), f(rate('a', window)), f(v.est), f(last), f(now),
-        f(old_fill), f(v.acc), f(due), v.ru, f(hold_left), f(release), f(next_release), f(paced_left)}
+        f(old_fill), f(v.acc), f(due), v.ru, f(hold_left), f(release), f(next_release), f(paced_left), f(v.qp),
+        f(pace_left)}
 """)

@@ -52,12 +52,21 @@ class _View:
     # The fleet's paced release after a hold runs until then, its next place due then (local clock).
     paced_until: float = -math.inf
     release_next: float = -math.inf
+    # The pace a server announced to the fleet: its bucket fills no faster until then (local clock).
+    pace: float = math.inf
+    pace_until: float = -math.inf
+
+    def rate(self, now: float) -> float:
+        """How fast the fleet's bucket fills at ``now`` (local clock): its fill rate, capped by the pace."""
+        return min(self.fill_rate, self.pace) if now < self.pace_until else self.fill_rate
 
     def available(self, now: float) -> float:
-        """The tokens in the fleet's bucket at ``now`` (local clock), as the last round trip predicts."""
+        """The tokens in the fleet's bucket at ``now`` (local clock), as the last round trip predicts (one at
+        most while a pace runs, as the scripts keep it)."""
         if not self.enabled or math.isnan(self.seen_at):
             return self.tokens
-        return min(self.max_capacity, self.tokens + max(0.0, now - self.seen_at) * self.fill_rate)
+        capacity = min(self.max_capacity, 1.0) if now < self.pace_until else self.max_capacity
+        return min(capacity, self.tokens + max(0.0, now - self.seen_at) * self.rate(now))
 
     def read(self, reply: list[Any], before: float, now: float) -> float:
         """Take the fleet's state from a limiter script's reply (``before``, ``now``: when the round trip
@@ -77,4 +86,6 @@ class _View:
         paced_left = num(reply[17])
         self.paced_until = before + paced_left if paced_left > 0.0 else -math.inf
         self.release_next = before + num(reply[16])
+        pace_left = num(reply[19])
+        self.pace, self.pace_until = (num(reply[18]), before + pace_left) if pace_left > 0.0 else (math.inf, -math.inf)
         return server_now - now

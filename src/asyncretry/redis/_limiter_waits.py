@@ -58,20 +58,22 @@ class _Waits:
 
     async def _to_place(self, started: float, limit: float | None, release_at: float) -> None:
         clock = self._clock
+
+        def left() -> float | None:
+            """What is left of the caller's ``limit`` now (``None``: no limit)."""
+            return None if limit is None else max(0.0, limit - (clock.now() - started))
+
         while True:
-            now = clock.now()
-            left = None if limit is None else max(0.0, limit - (now - started))
             overtaken = False
-            if release_at > now:
-                if left is not None and release_at - now > left:
+            if release_at > clock.now():
+                remaining = left()
+                if remaining is not None and release_at - clock.now() > remaining:
                     raise RateLimitTimeout(name=self.name, wait=release_at - started, timeout=limit or 0.0)
                 overtaken = await self._sleep_until(release_at)
-                left = None if limit is None else max(0.0, limit - (clock.now() - started))
-            held = await self._hold.wait(clock, left, self.name, paced=self._link.degraded)
+            held = await self._hold.wait(clock, left(), self.name, paced=self._link.degraded)
             if not (held or overtaken):
                 return
-            left = None if limit is None else max(0.0, limit - (clock.now() - started))
-            reply = None if self._link.degraded else await self._run(want=2, max_wait=left)
+            reply = None if self._link.degraded else await self._run(want=2, max_wait=left())
             if reply is None:
                 return  # paced by this process (Redis cannot be reached)
             granted, wait, _, release_at = reply
@@ -113,7 +115,7 @@ class _Waits:
                     view = self._view
                     if not view.enabled or view.accrued < accrued:
                         break  # the state that held the reservation is gone (nothing to hand back)
-                    remaining = (due - view.accrued) / view.fill_rate
+                    remaining = (due - view.accrued) / view.rate(clock.now())
                     # On the server's clock, from the reservation to this check: the time the answers took to
                     # come back is not waiting for the token (nor is this check's, if slower than the first).
                     waited = view.seen_at + self._offset - reserved_at

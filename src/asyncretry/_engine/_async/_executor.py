@@ -48,7 +48,8 @@ async def settle(
     scope = call.scope
     try:
         if scope.reports:
-            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now, call.hold_of(outcome))
+            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now, call.hold_of(outcome),
+                                   call.pace_of(outcome))
             if pending is not None:
                 await pending
         if outcome.kind is _SUCCESS:

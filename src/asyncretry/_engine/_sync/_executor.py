@@ -50,7 +50,8 @@ def settle(
     scope = call.scope
     try:
         if scope.reports:
-            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now, call.hold_of(outcome))
+            pending = scope.report(outcome.kind, outcome.reason, started, call.probe, now, call.hold_of(outcome),
+                                   call.pace_of(outcome))
             if pending is not None:
                 pending
         if outcome.kind is _SUCCESS:

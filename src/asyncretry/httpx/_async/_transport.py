@@ -124,7 +124,8 @@ class _Base:
         """Mark the attempt with what a response that needs judging says of it (its kind from status and
         error code, the delay the server asks, a quota it announces spent); returns that outcome."""
         outcome = self.classifier.response_outcome(response.status_code, response, headers, body, self._wall_clock)
-        if outcome.kind is not _SUCCESS or outcome.spent_quota is not None:
+        # A success tells the limiter only that it was served, unless it announced the quota spent or its pace.
+        if outcome.kind is not _SUCCESS or outcome.spent_quota is not None or outcome.announced_pace is not None:
             attempt.classify_result(outcome)
         return outcome
 
