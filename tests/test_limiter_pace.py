@@ -18,8 +18,16 @@ import anyio
 import httpx
 import pytest
 
-from asyncretry import AdaptiveLimiterConfig, AdaptiveRateLimiter, EventBus, LimiterPaced, Retrier, RetryPolicy
-from asyncretry.httpx import AsyncRetryTransport
+from asyncretry import (
+    AdaptiveLimiterConfig,
+    AdaptiveRateLimiter,
+    EventBus,
+    HedgingConfig,
+    LimiterPaced,
+    Retrier,
+    RetryPolicy,
+)
+from asyncretry.httpx import AsyncRetryTransport, RetryTransport
 from asyncretry.redis import RedisAdaptiveRateLimiter
 from asyncretry.testing import VirtualClock
 from conftest import EventLog
@@ -234,6 +242,42 @@ async def test_an_answer_that_announces_a_short_window_paces_the_scope(
     (scope,) = retrier.statistics().scopes
     assert scope.limiter is not None
     assert scope.limiter.paced == paced
+
+
+@pytest.mark.anyio
+async def test_a_hedged_call_paces_its_scope_by_the_same_rule() -> None:
+    """A hedge's answer is reported through the same rule: a hedge answered 429 with a 1-s window's quota
+    while the first attempt still runs paces the scope, though the call ends with a plain 200."""
+    sent: list[int] = []
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(len(sent))
+        if len(sent) == 1:
+            await anyio.sleep(1.0)  # the first attempt is slow and answers a plain 200
+            return httpx.Response(200)
+        return httpx.Response(429, headers={"RateLimit": '"s";r=0;t=1', "RateLimit-Policy": '"s";q=20;w=1'})
+
+    policy = RetryPolicy(mode="adaptive", hedging=HedgingConfig(delay=0.1, max_hedges=1, budget_ratio=1.0))
+    transport = AsyncRetryTransport(httpx.MockTransport(answer), policy=policy)
+    async with httpx.AsyncClient(transport=transport) as client:
+        response = await client.get("https://api.test/items")
+    assert response.status_code == 200
+    assert len(sent) == 2
+    (scope,) = transport.statistics().scopes
+    assert scope.limiter is not None
+    assert scope.limiter.paced == 20.0
+
+
+def test_the_sync_transport_paces_its_scope_by_the_same_rule() -> None:
+    """The synchronous twin reads the same announcement and paces its scope's limiter alike."""
+    transport = RetryTransport(httpx.MockTransport(lambda request: httpx.Response(
+        200, headers={"RateLimit": '"s";r=3;t=1', "RateLimit-Policy": '"s";q=20;w=1'})),
+        policy=RetryPolicy(mode="adaptive"))
+    with httpx.Client(transport=transport) as client:
+        assert client.get("https://api.test/items").status_code == 200
+    (scope,) = transport.statistics().scopes
+    assert scope.limiter is not None
+    assert scope.limiter.paced == 20.0
 
 
 @pytest.mark.anyio
