@@ -282,9 +282,11 @@ async def test_against_a_real_server_cancelling_leaves_no_connection_checked_out
 
 
 def _orphaned(inner: httpx.AsyncHTTPTransport) -> list[Any]:
-    """Connections httpcore's pool holds that are still connecting for no request: slots lost for good."""
+    """Connections httpcore's pool holds, once no request is in it, that are neither idle nor closed: still
+    connecting, or established and never used (``NEW``) for no request. Slots lost for good."""
     pool: Any = inner._pool
-    return [connection for connection in pool.connections if "CONNECTING" in repr(connection)]
+    assert pool._requests == []
+    return [connection for connection in pool.connections if not (connection.is_idle() or connection.is_closed())]
 
 
 async def _settled(inner: httpx.AsyncHTTPTransport) -> None:
@@ -327,6 +329,58 @@ async def test_a_storm_of_cancelled_hedged_calls_leaves_the_pool_serving(server:
                     group.start_soon(impatient)
         await _settled(inner)
         assert _orphaned(inner) == []
+        response = await client.get("/items")
+        assert response.status_code == 200
+        assert_pool_released(inner)
+
+
+class _GivesUpAfterHandshake:
+    """httpcore's network backend, except that the caller is cancelled the moment the first new connection is
+    established, and runs before the send goes on: where a real cancellation can land between a connection's
+    handshake and its first request."""
+
+    def __init__(self, real: Any, caller: anyio.CancelScope) -> None:
+        self._real = real
+        self._caller = caller
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        stream = await self._real.connect_tcp(*args, **kwargs)
+        if not self._caller.cancel_called:
+            self._caller.cancel()
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.05)  # the cancelled caller runs
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        await self._real.sleep(seconds)
+
+
+@pytest.mark.anyio
+@pytest.mark.real_time
+@pytest.mark.timeout(30)
+async def test_a_call_cancelled_between_a_connections_handshake_and_its_request_loses_no_slot(
+    server: FaultServer,
+) -> None:
+    """The caller gives up just after the pool's only connection is established for its hedged send: the send
+    is not cancelled before the connection has taken the request (cancelled there, a connection stays ``NEW``
+    for no request and the pool never reclaims it); it is cancelled once it has, the connection is closed,
+    and the next request is served, not a PoolTimeout."""
+    fresh_app(server, ServerConfig(latency=0.0))
+    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
+    policy = RetryPolicy(hedging=HedgingConfig(delay=1.0, budget_ratio=1.0), quota=False)
+    client = httpx.AsyncClient(
+        transport=AsyncRetryTransport(inner, policy=policy), base_url=server.url, timeout=httpx.Timeout(2.0, pool=1.0)
+    )
+    pool: Any = inner._pool
+    real = pool._network_backend
+    async with client:
+        with anyio.CancelScope() as caller:
+            pool._network_backend = _GivesUpAfterHandshake(real, caller)
+            await client.get("/items")
+        assert caller.cancelled_caught
+        await _settled(inner)
+        assert _orphaned(inner) == []
+        pool._network_backend = real
         response = await client.get("/items")
         assert response.status_code == 200
         assert_pool_released(inner)

@@ -9,12 +9,16 @@ attempt times out) and doubles the requests waiting in a contended pool, so it w
 before a plain client does.
 
 :func:`run_detached` runs one send in a task of its own. The caller waits for it; if the caller stops
-waiting (cancelled), the send is *abandoned*. If the pool has already handed it a connection (the
-request's first ``trace`` event), it is cancelled at once and the caller waits for the pool's cleanup, as
-it would have without a task of its own (so the pool is at rest when the call returns). If it still waits
-in the pool's queue, it goes on alone until the pool hands it a connection (bounded by the request's pool
-timeout) and is cancelled there, where the pool cleans up after a cancellation; the caller is not held up
-by it. A response that arrives for nobody is closed. Nothing here imports an HTTP client.
+waiting (cancelled), the send is *abandoned*. A send is cancelled only once the HTTP connection has taken
+the request (its first ``http11.`` or ``http2.`` ``trace`` event): from there on, httpcore closes or hands
+back the connection of a cancelled request. Anywhere before, it can lose the connection: in the pool's
+queue (the bug above), and also between a new connection's handshake and its first request (a connection
+that is established but never used stays ``NEW`` with no request, and is never reclaimed either). If the
+connection has already taken the request, the send is cancelled at once and the caller waits for the
+pool's cleanup, as it would have without a task of its own (so the pool is at rest when the call returns).
+If not, it goes on alone until it has (bounded by the request's pool and connect timeouts) and is
+cancelled there; the caller is not held up by it. A response that arrives for nobody is closed. Nothing
+here imports an HTTP client.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import anyio
 __all__ = ["Trace", "run_detached"]
 
 _RUNNING: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
+_STARTED = ("http11.", "http2.")  # trace events of the HTTP connection's own request
 _CLEANUP = 1.0  # seconds a cancelled caller waits for a send it cancelled to close its connection
 
 Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -44,24 +49,24 @@ R = TypeVar("R", bound=_Closable)
 class _Send(Generic[R]):
     """One detached send: its outcome, and whether anyone still waits for it."""
 
-    __slots__ = ("abandoned", "done", "error", "placed", "response", "scope")
+    __slots__ = ("abandoned", "done", "error", "response", "scope", "started")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.scope = anyio.CancelScope()
-        self.placed = False  # the pool has handed the request a connection: cancelling is safe from now on
+        self.started = False  # the HTTP connection has taken the request: cancelling is safe from now on
         self.abandoned = False  # the caller stopped waiting
         self.response: R | None = None
         self.error: Exception | None = None
 
     def traced(self, user_trace: Trace | None) -> Trace:
-        """The request's ``trace`` extension: notes the first event, then calls the user's own, if any."""
+        """The request's ``trace`` extension: notes the connection's first event, then calls the user's own."""
 
         async def trace(name: str, info: dict[str, Any]) -> None:
-            if not self.placed:
-                self.placed = True
+            if not self.started and name.startswith(_STARTED):
+                self.started = True
                 if self.abandoned:
-                    self.scope.cancel()  # out of the pool's queue: the connection is cleaned up on cancel
+                    self.scope.cancel()  # inside the connection's request: it is cleaned up on cancel
             if user_trace is not None:
                 await user_trace(name, info)
 
@@ -82,7 +87,7 @@ class _Send(Generic[R]):
 
     def abandon(self) -> None:
         self.abandoned = True
-        if self.placed:
+        if self.started:
             self.scope.cancel()
 
 
@@ -105,7 +110,7 @@ async def run_detached(send: Callable[[Trace], Awaitable[R]], user_trace: Trace 
 
     Args:
         send: sends a copy of the request carrying ``trace`` as its ``trace`` extension (so that two sends
-            of one request at once each know when their connection is placed).
+            of one request at once each know when their connection takes them).
         user_trace: the request's own ``trace`` extension, if any (still called).
     """
     state: _Send[R] = _Send()
@@ -119,7 +124,7 @@ async def run_detached(send: Callable[[Trace], Awaitable[R]], user_trace: Trace 
         if not delivered:  # cancelled while waiting
             state.abandon()
             with anyio.CancelScope(shield=True):
-                if state.placed:  # cancelled at once in its task: wait for the pool's cleanup, so it is at rest
+                if state.started:  # cancelled at once in its task: wait for the pool's cleanup, so it is at rest
                     with anyio.move_on_after(_CLEANUP):
                         await state.done.wait()
                 if state.response is not None:  # it arrived as the caller was cancelled: nobody will read it

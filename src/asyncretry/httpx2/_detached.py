@@ -19,7 +19,7 @@ async def send_detached(transport: httpx2.AsyncBaseTransport, request: httpx2.Re
     """``transport.handle_async_request(request)`` in a task of its own, abandoned safely if the caller is cancelled.
 
     The request is sent as a copy carrying its own ``trace`` extension (the request's own ``trace``, if any, is
-    still called), so that two sends of one request at once each know when their connection is placed.
+    still called), so that two sends of one request at once each know when their connection takes them.
     """
 
     async def send(trace: Trace) -> httpx2.Response:
