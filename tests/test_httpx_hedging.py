@@ -22,7 +22,7 @@ from asyncretry import FixedBackoff, HedgingConfig, OutcomeKind, RetryPolicy
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
 from asyncretry.httpx import AsyncRetryTransport, RetryTransport, retry_info
 from conftest import fresh_app
-from test_httpx_integration import assert_pool_released
+from test_httpx_integration import assert_pool_released, orphaned, settled
 
 # Run against httpx and httpx2 (tests using respx's global router: httpx only).
 pytestmark = pytest.mark.usefixtures("client_package")
@@ -281,22 +281,6 @@ async def test_against_a_real_server_cancelling_leaves_no_connection_checked_out
 # -- the cancellation storm: httpcore's pool must not lose its connections to hedging
 
 
-def _orphaned(inner: httpx.AsyncHTTPTransport) -> list[Any]:
-    """Connections httpcore's pool holds, once no request is in it, that are neither idle nor closed: still
-    connecting, or established and never used (``NEW``) for no request. Slots lost for good."""
-    pool: Any = inner._pool
-    assert pool._requests == []
-    return [connection for connection in pool.connections if not (connection.is_idle() or connection.is_closed())]
-
-
-async def _settled(inner: httpx.AsyncHTTPTransport) -> None:
-    """Wait (bounded) until no request is queued in the pool: abandoned sends end within the pool timeout."""
-    pool: Any = inner._pool
-    with anyio.fail_after(10):
-        while pool._requests:
-            await anyio.sleep(0.05)
-
-
 @pytest.mark.anyio
 @pytest.mark.real_time
 @pytest.mark.timeout(120)
@@ -327,8 +311,8 @@ async def test_a_storm_of_cancelled_hedged_calls_leaves_the_pool_serving(server:
             async with anyio.create_task_group() as group:
                 for _ in range(slots):
                     group.start_soon(impatient)
-        await _settled(inner)
-        assert _orphaned(inner) == []
+        await settled(inner)
+        assert orphaned(inner) == []
         response = await client.get("/items")
         assert response.status_code == 200
         assert_pool_released(inner)
@@ -378,8 +362,8 @@ async def test_a_call_cancelled_between_a_connections_handshake_and_its_request_
             pool._network_backend = _GivesUpAfterHandshake(real, caller)
             await client.get("/items")
         assert caller.cancelled_caught
-        await _settled(inner)
-        assert _orphaned(inner) == []
+        await settled(inner)
+        assert orphaned(inner) == []
         pool._network_backend = real
         response = await client.get("/items")
         assert response.status_code == 200

@@ -17,7 +17,7 @@ import pytest
 
 from asyncretry import FixedBackoff, RetryPolicy, history_of
 from asyncretry._testserver import FaultServer, FaultyApp, ServerConfig
-from asyncretry.httpx import EXTENSION, AsyncRetryTransport, RetryInfo, RetryTransport, fetch
+from asyncretry.httpx import EXTENSION, AsyncRetryTransport, AttemptTimeoutError, RetryInfo, RetryTransport, fetch
 from conftest import fresh_app, under_load
 
 # Run against httpx and httpx2, on the real server.
@@ -54,6 +54,22 @@ def assert_pool_released(inner: httpx.AsyncHTTPTransport | httpx.HTTPTransport) 
     assert pool._requests == []
     for connection in pool.connections:
         assert connection.is_idle() or connection.is_closed(), connection
+
+
+def orphaned(inner: httpx.AsyncHTTPTransport) -> list[Any]:
+    """Connections httpcore's pool holds, once no request is in it, that are neither idle nor closed: still
+    connecting, or established and never used (``NEW``) for no request. Slots lost for good."""
+    pool: Any = inner._pool
+    assert pool._requests == []
+    return [connection for connection in pool.connections if not (connection.is_idle() or connection.is_closed())]
+
+
+async def settled(inner: httpx.AsyncHTTPTransport) -> None:
+    """Wait (bounded) until no request is queued in the pool: abandoned sends end within the pool timeout."""
+    pool: Any = inner._pool
+    with anyio.fail_after(10):
+        while pool._requests:
+            await anyio.sleep(0.05)
 
 
 def headers(request_id: str, faults: str | None = None, **extra: str) -> dict[str, str]:
@@ -230,6 +246,70 @@ async def test_slow_answers_time_out_and_only_safe_requests_are_retried(server: 
     assert app.arrivals("s1") == 2
     assert app.arrivals("s2") == 1
     assert info(resp).history.attempts[0].reason == "ReadTimeout"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("policy", [
+    RetryPolicy(attempt_timeout=0.02, max_attempts=2, backoff=FixedBackoff(0.005), quota=False),
+    RetryPolicy(deadline=0.03, max_attempts=2, backoff=FixedBackoff(0.005), quota=False),
+], ids=["attempt timeout", "deadline"])
+async def test_sends_the_call_cancels_itself_lose_no_connection_of_a_busy_pool(
+    server: FaultServer, policy: RetryPolicy
+) -> None:
+    """Twice as many callers as the pool has connections, whose attempts time out while they wait for one,
+    60 times over: no send that the call cancels itself is cancelled while it waits in httpcore's pool (there
+    it would keep that connection for good), so afterwards no slot is lost and the next request is served."""
+    fresh_app(server, ServerConfig(latency=0.01, slow_rate=0.2, slow_delay=0.05))
+    slots = 4
+    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
+    client = httpx.AsyncClient(
+        transport=AsyncRetryTransport(inner, policy=policy), base_url=server.url, timeout=httpx.Timeout(2.0, pool=1.0)
+    )
+
+    async def caller() -> None:
+        try:
+            response = await client.get("/items")
+            await response.aread()
+        except httpx.HTTPError:  # timed out: the storm's business
+            pass
+
+    async with client:
+        for _ in range(60):
+            async with anyio.create_task_group() as group:
+                for _ in range(2 * slots):
+                    group.start_soon(caller)
+        await settled(inner)
+        assert orphaned(inner) == []
+        fresh_app(server, ServerConfig())
+        response = await client.get("/items", extensions={"asyncretry": {"policy": RetryPolicy()}})
+        assert response.status_code == 200
+        assert_pool_released(inner)
+
+
+@pytest.mark.anyio
+async def test_a_timed_call_ends_on_time_while_its_send_waits_for_a_connection(server: FaultServer) -> None:
+    """The pool's only connection is busy for 0.5 s; a call with a 50 ms attempt timeout waits for it in the
+    pool's queue: the call ends with its timeout long before that connection is free (its send goes on alone,
+    not the caller), and once the slow request is answered, the pool has lost nothing."""
+    fresh_app(server, ServerConfig(slow_delay=0.5))
+    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
+    policy = RetryPolicy(attempt_timeout=0.05, max_attempts=1, quota=False)
+    client = httpx.AsyncClient(
+        transport=AsyncRetryTransport(inner, policy=policy), base_url=server.url, timeout=httpx.Timeout(5.0)
+    )
+    slow = {"asyncretry": {"policy": RetryPolicy()}}
+    async with client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: client.get("/items", headers=headers("busy", "slow"), extensions=slow))
+            await anyio.sleep(0.1)  # the slow request holds the connection
+            began = anyio.current_time()
+            with pytest.raises(AttemptTimeoutError):
+                await client.get("/items", headers=headers("timed"))
+            assert anyio.current_time() - began < 0.4  # not held until the connection is free at 0.5 s
+        await settled(inner)
+        assert orphaned(inner) == []
+        assert (await client.get("/items", headers=headers("after"))).status_code == 200
+        assert_pool_released(inner)
 
 
 @pytest.mark.anyio

@@ -75,6 +75,7 @@ JOBS: list[Unasync | Rename] = [
         "attempts": "sync_attempts",
         "check_async_policy": "check_sync_policy",
         "send_hedged": "refuse_hedging",
+        "async_sender": "sync_sender",
         "peek_async": "peek_sync",
         "discard": "discard_sync",
     }, text_replacements={

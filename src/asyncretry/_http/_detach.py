@@ -1,12 +1,13 @@
 """Sends that run in a task of their own, so that a cancelled caller never cancels one mid-way in the pool.
 
-httpcore's pool (1.0.9 and earlier, upstream issue httpcore #1093; httpx and httpx2 alike) loses a
-connection slot for good when a request is cancelled while it waits for a connection that the pool has just
-created for it: the connection stays ``CONNECTING`` with no request, the pool never reclaims it, and once
-every slot is lost each request fails with ``PoolTimeout`` against a healthy server. Hedging cancels sends
-as a matter of course (the losing send of every hedged call, every send when the caller is cancelled or an
-attempt times out) and doubles the requests waiting in a contended pool, so it would trigger that bug long
-before a plain client does.
+httpcore's pool (httpx's, 1.0.9 and earlier, upstream issue httpcore #1093) loses a connection slot for
+good when a request is cancelled while it waits for a connection that the pool has just created for it: the
+connection stays ``CONNECTING`` with no request, the pool never reclaims it, and once every slot is lost each
+request fails with ``PoolTimeout`` against a healthy server (httpx2's pool reclaims those, but not the
+``NEW`` connections described below). Hedging cancels sends as a matter of course (the losing send of every
+hedged call, every send when the caller is cancelled) and doubles the requests waiting in a contended pool,
+and a deadline or an attempt timeout cancels every send that outlives it, so the transports would trigger
+that bug long before a plain client does.
 
 :func:`run_detached` runs one send in a task of its own. The caller waits for it; if the caller stops
 waiting (cancelled), the send is *abandoned*. A send is cancelled only once the HTTP connection has taken

@@ -1,4 +1,4 @@
-"""Hedged sends that are never cancelled while they wait in httpcore's connection pool.
+"""The sends of hedged and timed calls, never cancelled while they wait in httpcore's connection pool.
 
 Each send runs in a task of its own (see :func:`asyncretry._http._detach.run_detached` for why); this module
 makes the copy of the request that carries the send's own ``trace`` extension.
@@ -32,7 +32,7 @@ async def send_detached(transport: httpx.AsyncBaseTransport, request: httpx.Requ
 
 
 class DetachedTransport(httpx.AsyncBaseTransport):
-    """A transport whose every send is :func:`send_detached` through ``inner`` (for hedged sends)."""
+    """A transport whose every send is :func:`send_detached` through ``inner`` (for sends the call may cancel)."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self._inner = inner

@@ -2,7 +2,8 @@
 
 The sync transport is generated from the async one (``tools/generate.py``), which names each pair so
 that the generated code calls the function of its own mode: hedging (sent concurrently, so async only:
-the sync transport refuses it) and the options of a policy that a blocking transport cannot carry out.
+the sync transport refuses it), the options of a policy that a blocking transport cannot carry out, and the
+transport a call's sends go through (an async send the call may cancel itself runs detached).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ._async._transport import AsyncRetryTransport
     from ._sync._transport import RetryTransport
 
-__all__ = ["check_async_policy", "check_sync_policy", "refuse_hedging", "send_hedged"]
+__all__ = ["async_sender", "check_async_policy", "check_sync_policy", "refuse_hedging", "send_hedged", "sync_sender"]
 
 SYNC_HEDGING = (
     "hedging sends attempts concurrently, which the synchronous RetryTransport cannot do: use AsyncRetryTransport, "
@@ -50,16 +51,29 @@ def check_sync_policy(policy: RetryPolicy) -> None:
         raise ValueError(SYNC_HEDGING)
 
 
+def async_sender(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+    """The transport through which a call sends when it may cancel a send itself (hedging, a ``deadline``, an
+    ``attempt_timeout``): ``inner`` sending each request in a task of its own if it is httpcore's pool (see
+    ``_detached``: cancelled while it waits for a connection, a send loses that connection for good), ``inner``
+    itself otherwise."""
+    return DetachedTransport(inner) if isinstance(inner, httpx.AsyncHTTPTransport) else inner
+
+
+def sync_sender(inner: httpx.BaseTransport) -> httpx.BaseTransport:
+    """The transport through which a sync call sends when it has a ``deadline``: ``inner`` (a blocking send
+    is never cancelled)."""
+    return inner
+
+
 async def send_hedged(
     transport: AsyncRetryTransport, request: httpx.Request, plan: Plan, config: HedgingConfig
 ) -> tuple[httpx.Response, Attempts]:
     """The request with hedges: the same sends, raced; every losing or failed response is closed."""
     call = transport.retrier.attempts(scope=plan.scope, policy=plan.policy, judge=plan.judge, label=plan.label,
                                       caller=plan.caller)
-    inner = transport.inner
     # Hedging cancels sends routinely: through httpcore's pool, each send runs detached, never cancelled while
     # it waits for a connection (see _detached: cancelled there, the pool loses the connection for good).
-    sender = DetachedTransport(inner) if isinstance(inner, httpx.AsyncHTTPTransport) else inner
+    sender = transport._cancellable
     try:
         response = await call.hedged(
             config, lambda attempt: transport._send(attempt, request, plan, call, sender), discard

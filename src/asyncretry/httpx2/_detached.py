@@ -1,6 +1,6 @@
 # Generated from src/asyncretry/httpx/_detached.py by tools/generate.py:
 # edit that file, then run `python tools/generate.py`.
-"""Hedged sends that are never cancelled while they wait in httpcore's connection pool.
+"""The sends of hedged and timed calls, never cancelled while they wait in httpcore's connection pool.
 
 Each send runs in a task of its own (see :func:`asyncretry._http._detach.run_detached` for why); this module
 makes the copy of the request that carries the send's own ``trace`` extension.
@@ -34,7 +34,7 @@ async def send_detached(transport: httpx2.AsyncBaseTransport, request: httpx2.Re
 
 
 class DetachedTransport(httpx2.AsyncBaseTransport):
-    """A transport whose every send is :func:`send_detached` through ``inner`` (for hedged sends)."""
+    """A transport whose every send is :func:`send_detached` through ``inner`` (for sends the call may cancel)."""
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
         self._inner = inner

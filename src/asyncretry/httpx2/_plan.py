@@ -37,6 +37,7 @@ class Plan:
     replay: Replay
     read_body: bool
     reads_quota: bool  # a success is read for the quota it announces (the policy holds on spent quotas)
+    timed: bool  # the call may cancel a send itself (its policy has a deadline or an attempt timeout)
     policy: RetryPolicy | None = None
     idempotent_opt: bool | None = None
     hedging: HedgingConfig | None = None
@@ -125,5 +126,7 @@ def plan_request(
     elif policy.hedging is not None:
         plan.hedging = plan.hedge(policy, None)
     plan.scope = scope if scope is not None else scope_key(request)
-    plan.reads_quota = (plan.policy or policy).holds_spent_quota
+    chosen = plan.policy or policy
+    plan.reads_quota = chosen.holds_spent_quota
+    plan.timed = chosen.timed
     return plan

@@ -45,7 +45,7 @@ from ..._http._rules import read_headers
 from ..._http._setup import build_retrier, check_options, checked_classifier, error_body_budget
 from .._classify import HttpClassifier
 from .._errors import as_httpx_error
-from .._modes import check_sync_policy, refuse_hedging
+from .._modes import check_sync_policy, refuse_hedging, sync_sender
 from .._peek import peek_sync
 from .._plan import Plan, plan_request
 from .._report import EXTENSION, RetryInfo, scope_by_origin
@@ -234,6 +234,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
         )
         check_sync_policy(self.policy)
         self._transport = _inner(transport, transport_options)
+        self._cancellable = sync_sender(self._transport)  # for sends the call may cancel itself
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         plan = self._plan(request)
@@ -244,6 +245,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
         # A retried response is kept until the next attempt begins: if the call is refused that attempt
         # (an empty quota, an open breaker ...), it ends with that response, its last real outcome.
         response: httpx.Response | None = None
+        sender = self._cancellable if plan.timed else self._transport
         try:
             while (attempt := call.start()) is not None:
                 if attempt.number > 1:
@@ -251,7 +253,7 @@ class RetryTransport(_Base, httpx.BaseTransport):
                     plan.rewind()
                 response = None
                 with attempt:
-                    response = self._send(attempt, request, plan, call, self._transport)
+                    response = self._send(attempt, request, plan, call, sender)
                 if call.done:
                     break
         except BaseException as error:

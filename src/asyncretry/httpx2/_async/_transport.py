@@ -45,7 +45,7 @@ from ..._http._rules import read_headers
 from ..._http._setup import build_retrier, check_options, checked_classifier, error_body_budget
 from .._classify import HttpClassifier
 from .._errors import as_httpx2_error
-from .._modes import check_async_policy, send_hedged
+from .._modes import async_sender, check_async_policy, send_hedged
 from .._peek import peek_async
 from .._plan import Plan, plan_request
 from .._report import EXTENSION, RetryInfo, scope_by_origin
@@ -234,6 +234,7 @@ class AsyncRetryTransport(_Base, httpx2.AsyncBaseTransport):
         )
         check_async_policy(self.policy)
         self._transport = _inner(transport, transport_options)
+        self._cancellable = async_sender(self._transport)  # for sends the call may cancel itself
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         plan = self._plan(request)
@@ -244,6 +245,7 @@ class AsyncRetryTransport(_Base, httpx2.AsyncBaseTransport):
         # A retried response is kept until the next attempt begins: if the call is refused that attempt
         # (an empty quota, an open breaker ...), it ends with that response, its last real outcome.
         response: httpx2.Response | None = None
+        sender = self._cancellable if plan.timed else self._transport
         try:
             while (attempt := await call.start()) is not None:
                 if attempt.number > 1:
@@ -251,7 +253,7 @@ class AsyncRetryTransport(_Base, httpx2.AsyncBaseTransport):
                     plan.rewind()
                 response = None
                 async with attempt:
-                    response = await self._send(attempt, request, plan, call, self._transport)
+                    response = await self._send(attempt, request, plan, call, sender)
                 if call.done:
                     break
         except BaseException as error:
