@@ -291,7 +291,7 @@ async def test_a_timed_call_ends_on_time_while_its_send_waits_for_a_connection(s
     """The pool's only connection is busy for 0.5 s; a call with a 50 ms attempt timeout waits for it in the
     pool's queue: the call ends with its timeout long before that connection is free (its send goes on alone,
     not the caller), and once the slow request is answered, the pool has lost nothing."""
-    fresh_app(server, ServerConfig(slow_delay=0.5))
+    app = fresh_app(server, ServerConfig(slow_delay=0.5))
     inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
     policy = RetryPolicy(attempt_timeout=0.05, max_attempts=1, quota=False)
     client = httpx.AsyncClient(
@@ -301,7 +301,9 @@ async def test_a_timed_call_ends_on_time_while_its_send_waits_for_a_connection(s
     async with client:
         async with anyio.create_task_group() as group:
             group.start_soon(lambda: client.get("/items", headers=headers("busy", "slow"), extensions=slow))
-            await anyio.sleep(0.1)  # the slow request holds the connection
+            with anyio.fail_after(5):
+                while app.arrivals("busy") == 0:  # until the slow request holds the connection
+                    await anyio.sleep(0.01)
             began = anyio.current_time()
             with pytest.raises(AttemptTimeoutError):
                 await client.get("/items", headers=headers("timed"))
