@@ -25,6 +25,7 @@ here imports an HTTP client.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -93,13 +94,14 @@ class _Send(Generic[R]):
 
 
 def _spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Start ``work`` in a task of its own, outside the caller's task group, on whichever loop runs."""
+    """Start ``work`` in a task of its own, outside the caller's task group, on whichever loop runs, with the
+    caller's context variables (a tracing span, say), as asyncio's tasks have them."""
     try:
         loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: anyio runs on trio
+    except RuntimeError:  # not asyncio: anyio runs on trio, whose system tasks start from an empty context
         import trio
 
-        trio.lowlevel.spawn_system_task(work)
+        trio.lowlevel.spawn_system_task(work, context=contextvars.copy_context())
         return
     task = loop.create_task(work())
     _RUNNING.add(task)
